@@ -1,0 +1,307 @@
+//! The control socket, `/run/uevd/control`.
+//!
+//! A stream socket speaking one request line and one reply line per
+//! connection. The socket lives in a directory only root may enter, and the
+//! daemon also checks each peer's credentials, so only root can drive it.
+//!
+//! | request            | reply                                         |
+//! |--------------------|-----------------------------------------------|
+//! | `ping`             | `ok`                                          |
+//! | `settle <ms>`      | `ok` or `timeout <pending>`                   |
+//! | `reload`           | `ok <what>`                                   |
+//! | `exit`             | `ok`                                          |
+//! | `log-level <lvl>`  | `ok`                                          |
+//! | `status`           | `ok key=value ...`                            |
+//!
+//! A request the daemon cannot serve is answered `error <why>`.
+
+use std::fmt;
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where the daemon listens by default.
+pub const DEFAULT_PATH: &str = "/run/uevd/control";
+
+/// Log levels, from quietest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Error,
+    Warn,
+    Info,
+    Debug,
+}
+
+impl Level {
+    pub fn parse(s: &str) -> Option<Level> {
+        Some(match s {
+            "err" | "error" | "3" => Level::Error,
+            "warning" | "warn" | "4" => Level::Warn,
+            "info" | "notice" | "5" | "6" => Level::Info,
+            "debug" | "7" => Level::Debug,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Error => "error",
+            Level::Warn => "warning",
+            Level::Info => "info",
+            Level::Debug => "debug",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    Ping,
+    Settle(Duration),
+    Reload,
+    Exit,
+    LogLevel(Level),
+    Status,
+}
+
+impl Request {
+    pub fn parse(line: &str) -> Result<Request, String> {
+        let mut words = line.split_whitespace();
+        let verb = words.next().ok_or("empty request")?;
+        let arg = words.next();
+        if words.next().is_some() {
+            return Err(format!("too many arguments to '{verb}'"));
+        }
+        let needs_arg = || arg.ok_or(format!("'{verb}' needs an argument"));
+        let request = match verb {
+            "ping" => Request::Ping,
+            "reload" => Request::Reload,
+            "exit" => Request::Exit,
+            "status" => Request::Status,
+            "settle" => Request::Settle(Duration::from_millis(
+                needs_arg()?
+                    .parse()
+                    .map_err(|_| "settle takes milliseconds".to_string())?,
+            )),
+            "log-level" => Request::LogLevel(
+                Level::parse(needs_arg()?)
+                    .ok_or_else(|| format!("unknown log level '{}'", arg.unwrap_or("")))?,
+            ),
+            _ => return Err(format!("unknown request '{verb}'")),
+        };
+        if arg.is_some()
+            && matches!(
+                request,
+                Request::Ping | Request::Reload | Request::Exit | Request::Status
+            )
+        {
+            return Err(format!("'{verb}' takes no argument"));
+        }
+        Ok(request)
+    }
+}
+
+impl fmt::Display for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Request::Ping => f.write_str("ping"),
+            Request::Settle(t) => write!(f, "settle {}", t.as_millis()),
+            Request::Reload => f.write_str("reload"),
+            Request::Exit => f.write_str("exit"),
+            Request::LogLevel(l) => write!(f, "log-level {}", l.as_str()),
+            Request::Status => f.write_str("status"),
+        }
+    }
+}
+
+/// A reply: `ok [text]`, `timeout <pending>` or `error <why>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    Ok(String),
+    Timeout(usize),
+    Error(String),
+}
+
+impl Reply {
+    pub fn parse(line: &str) -> Reply {
+        let line = line.trim_end();
+        let (verb, rest) = line.split_once(' ').unwrap_or((line, ""));
+        match verb {
+            "ok" => Reply::Ok(rest.to_string()),
+            "timeout" => Reply::Timeout(rest.parse().unwrap_or(0)),
+            "error" => Reply::Error(rest.to_string()),
+            _ => Reply::Error(format!("unintelligible reply '{line}'")),
+        }
+    }
+}
+
+impl fmt::Display for Reply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reply::Ok(t) if t.is_empty() => f.write_str("ok"),
+            Reply::Ok(t) => write!(f, "ok {t}"),
+            Reply::Timeout(n) => write!(f, "timeout {n}"),
+            Reply::Error(e) => write!(f, "error {e}"),
+        }
+    }
+}
+
+/// Sends one request and waits for its reply.
+pub fn call(path: &Path, request: &Request, timeout: Duration) -> io::Result<Reply> {
+    let mut stream = UnixStream::connect(path)?;
+    stream.set_read_timeout(Some(timeout))?;
+    writeln!(stream, "{request}")?;
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line)?;
+    if line.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "daemon closed the connection",
+        ));
+    }
+    Ok(Reply::parse(&line))
+}
+
+/// The daemon's end.
+pub struct Listener {
+    listener: UnixListener,
+    path: PathBuf,
+}
+
+impl Listener {
+    /// Binds the socket, replacing a stale one, in a directory only root
+    /// can enter.
+    pub fn bind(path: &Path) -> io::Result<Listener> {
+        if let Some(dir) = path.parent() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let listener = UnixListener::bind(path)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        Ok(Listener {
+            listener,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Accepts one connection from root and reads its request. Peers of
+    /// other users are answered with an error and dropped.
+    pub fn accept(&self) -> io::Result<Connection> {
+        let (stream, _) = self.listener.accept()?;
+        Ok(Connection { stream })
+    }
+
+    pub fn as_listener(&self) -> &UnixListener {
+        &self.listener
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// One client.
+pub struct Connection {
+    stream: UnixStream,
+}
+
+impl Connection {
+    /// Checks the peer and reads its request.
+    pub fn request(&mut self) -> Result<Request, String> {
+        let cred =
+            rustix::net::sockopt::socket_peercred(&self.stream).map_err(|e| e.to_string())?;
+        if !cred.uid.is_root() {
+            return Err(format!("permission denied for uid {}", cred.uid.as_raw()));
+        }
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .map_err(|e| e.to_string())?;
+        let mut line = String::new();
+        BufReader::new(&self.stream)
+            .read_line(&mut line)
+            .map_err(|e| e.to_string())?;
+        Request::parse(line.trim())
+    }
+
+    pub fn reply(mut self, reply: &Reply) {
+        let _ = writeln!(self.stream, "{reply}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_and_bad_ones_are_explained() {
+        for r in [
+            Request::Ping,
+            Request::Settle(Duration::from_millis(1500)),
+            Request::Reload,
+            Request::Exit,
+            Request::LogLevel(Level::Debug),
+            Request::Status,
+        ] {
+            assert_eq!(Request::parse(&r.to_string()), Ok(r));
+        }
+        assert!(Request::parse("settle")
+            .unwrap_err()
+            .contains("needs an argument"));
+        assert!(Request::parse("settle soon").is_err());
+        assert!(Request::parse("ping 3").is_err());
+        assert!(Request::parse("launch")
+            .unwrap_err()
+            .contains("unknown request"));
+        assert!(Request::parse("log-level loud").is_err());
+    }
+
+    #[test]
+    fn replies_round_trip() {
+        for r in [
+            Reply::Ok(String::new()),
+            Reply::Ok("queued=3".into()),
+            Reply::Timeout(7),
+            Reply::Error("no".into()),
+        ] {
+            assert_eq!(Reply::parse(&r.to_string()), r);
+        }
+    }
+
+    #[test]
+    fn a_call_reaches_the_listener_in_a_private_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("uevd/control");
+        let listener = Listener::bind(&path).unwrap();
+        let mode = std::fs::metadata(path.parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let server = std::thread::spawn(move || {
+            let mut c = listener.accept().unwrap();
+            let req = c.request();
+            c.reply(&Reply::Ok(format!("{req:?}")));
+        });
+        let reply = call(&path, &Request::Status, Duration::from_secs(5)).unwrap();
+        server.join().unwrap();
+        if rustix::process::geteuid().is_root() {
+            assert_eq!(reply, Reply::Ok("Ok(Status)".into()));
+        } else {
+            assert!(matches!(reply, Reply::Ok(t) if t.contains("permission denied")));
+        }
+    }
+}

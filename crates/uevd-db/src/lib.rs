@@ -1,0 +1,531 @@
+//! The device database, in the format libudev reads.
+//!
+//! `/run/udev/data/<id>` holds, for each processed device, the lines
+//! `S:` (a link below /dev), `L:` (link priority), `I:` (initialisation time
+//! in CLOCK_MONOTONIC microseconds), `E:` (a property set by rules), `G:`
+//! (every tag the device ever had), `Q:` (current tags) and `V:1`. A device
+//! with a device number or an interface index gets a file even when it has
+//! nothing to say (an empty one: libudev takes its existence to mean the
+//! device is initialised); other devices get one only when they have
+//! something to say. `/run/udev/tags/<tag>/<id>` indexes devices by tag.
+//! Files are written to a temporary name and renamed, so a reader never
+//! sees half a record.
+
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The identity of a device in the database.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceId(String);
+
+impl DeviceId {
+    /// `b8:0` / `c4:64` for devices with a number, `n3` for network
+    /// interfaces, `+subsystem:sysname` for the rest, and
+    /// `+drivers:<bus>:<driver>` for drivers.
+    pub fn new(
+        subsystem: &[u8],
+        devpath: &[u8],
+        devnum: Option<(u32, u32)>,
+        ifindex: Option<u32>,
+    ) -> DeviceId {
+        if let Some((major, minor)) = devnum.filter(|&(major, _)| major > 0) {
+            let kind = if subsystem == b"block" { 'b' } else { 'c' };
+            return DeviceId(format!("{kind}{major}:{minor}"));
+        }
+        if let Some(i) = ifindex.filter(|&i| i > 0) {
+            return DeviceId(format!("n{i}"));
+        }
+        let mut parts = devpath.rsplit(|&c| c == b'/');
+        let sysname = parts.next().unwrap_or_default();
+        let mut id = String::from("+");
+        id.push_str(&String::from_utf8_lossy(subsystem));
+        if subsystem == b"drivers" {
+            // /bus/<bus>/drivers/<driver>
+            let _drivers = parts.next();
+            id.push(':');
+            id.push_str(&String::from_utf8_lossy(parts.next().unwrap_or_default()));
+        }
+        id.push(':');
+        id.push_str(&String::from_utf8_lossy(sysname));
+        DeviceId(id)
+    }
+
+    /// An id as read from a file name.
+    pub fn from_name(name: &str) -> Option<DeviceId> {
+        let valid = !name.is_empty()
+            && !name.contains('/')
+            && !name.starts_with('.')
+            && matches!(name.as_bytes()[0], b'b' | b'c' | b'n' | b'+');
+        valid.then(|| DeviceId(name.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What the database remembers about one device.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Record {
+    /// Links, relative to /dev.
+    pub links: Vec<Vec<u8>>,
+    pub link_priority: i32,
+    /// CLOCK_MONOTONIC microseconds of the first processing.
+    pub usec_initialized: u64,
+    /// Properties set by rules and builtins, in order.
+    pub properties: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Every tag the device has had.
+    pub tags: Vec<Vec<u8>>,
+    /// Tags the last event set.
+    pub current_tags: Vec<Vec<u8>>,
+    /// Kept across the switch from initramfs to the real root.
+    pub persist: bool,
+}
+
+impl Record {
+    fn has_info(&self) -> bool {
+        !self.links.is_empty()
+            || self.link_priority != 0
+            || !self.properties.is_empty()
+            || !self.tags.is_empty()
+            || !self.current_tags.is_empty()
+    }
+
+    /// The file's contents. Links are only recorded for devices with a
+    /// node, as udev does.
+    pub fn encode(&self, has_node: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        if !self.has_info() {
+            return out;
+        }
+        let mut line = |tag: &[u8], parts: &[&[u8]]| {
+            out.extend_from_slice(tag);
+            for p in parts {
+                out.extend_from_slice(p);
+            }
+            out.push(b'\n');
+        };
+        if has_node {
+            for l in &self.links {
+                line(b"S:", &[l]);
+            }
+            if self.link_priority != 0 {
+                line(b"L:", &[self.link_priority.to_string().as_bytes()]);
+            }
+        }
+        if self.usec_initialized > 0 {
+            line(b"I:", &[self.usec_initialized.to_string().as_bytes()]);
+        }
+        for (k, v) in &self.properties {
+            line(b"E:", &[k, b"=", v]);
+        }
+        for t in &self.tags {
+            line(b"G:", &[t]);
+        }
+        for t in &self.current_tags {
+            line(b"Q:", &[t]);
+        }
+        line(b"V:", &[b"1"]);
+        out
+    }
+
+    /// Parses a database file. A line that cannot be understood is an
+    /// error naming its line number; unknown line types are skipped, as
+    /// libudev skips them.
+    pub fn decode(data: &[u8]) -> Result<Record, DecodeError> {
+        let mut r = Record::default();
+        for (n, line) in data.split(|&c| c == b'\n').enumerate() {
+            if line.is_empty() {
+                continue;
+            }
+            let err = |what| DecodeError { line: n + 1, what };
+            if line.len() < 2 || line[1] != b':' {
+                return Err(err("expected X:value"));
+            }
+            let value = &line[2..];
+            match line[0] {
+                b'S' => r.links.push(value.to_vec()),
+                b'L' => {
+                    r.link_priority = std::str::from_utf8(value)
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .ok_or(err("link priority is not a number"))?
+                }
+                b'I' => {
+                    r.usec_initialized = std::str::from_utf8(value)
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .ok_or(err("initialisation time is not a number"))?
+                }
+                b'E' => {
+                    let eq = value
+                        .iter()
+                        .position(|&c| c == b'=')
+                        .filter(|&i| i > 0)
+                        .ok_or(err("property without KEY="))?;
+                    r.properties
+                        .push((value[..eq].to_vec(), value[eq + 1..].to_vec()));
+                }
+                b'G' => r.tags.push(value.to_vec()),
+                b'Q' => r.current_tags.push(value.to_vec()),
+                _ => {}
+            }
+        }
+        Ok(r)
+    }
+}
+
+/// A database file that could not be parsed.
+#[derive(Debug, PartialEq, Eq)]
+pub struct DecodeError {
+    pub line: usize,
+    pub what: &'static str,
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.what)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// A database below a run directory, usually `/run/udev`.
+pub struct Database {
+    root: PathBuf,
+    data: PathBuf,
+    tags: PathBuf,
+    unique: AtomicU64,
+}
+
+impl Database {
+    /// Opens (and creates) the database directories.
+    pub fn open(root: impl Into<PathBuf>) -> io::Result<Database> {
+        let root = root.into();
+        let db = Database {
+            data: root.join("data"),
+            tags: root.join("tags"),
+            root,
+            unique: AtomicU64::new(0),
+        };
+        for dir in [&db.root, &db.data, &db.tags] {
+            fs::create_dir_all(dir)?;
+        }
+        Ok(db)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn path(&self, id: &DeviceId) -> PathBuf {
+        self.data.join(&id.0)
+    }
+
+    /// Writes a device's record (or removes it, for a device with nothing
+    /// to say and no number or interface index).
+    pub fn write(
+        &self,
+        id: &DeviceId,
+        record: &Record,
+        has_node: bool,
+        has_ifindex: bool,
+    ) -> io::Result<()> {
+        let path = self.path(id);
+        if !record.has_info() && !has_node && !has_ifindex {
+            return remove_if_exists(&path);
+        }
+        let contents = record.encode(has_node);
+        let mode = if record.persist { 0o1644 } else { 0o644 };
+        self.write_atomically(&path, &contents, mode)
+    }
+
+    fn write_atomically(&self, path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+        let n = self.unique.fetch_add(1, Ordering::Relaxed);
+        let mut tmp_name = b".#".to_vec();
+        tmp_name.extend_from_slice(path.file_name().unwrap_or_default().as_bytes());
+        tmp_name.extend_from_slice(format!(".{}.{n}", std::process::id()).as_bytes());
+        let tmp = path.with_file_name(std::ffi::OsStr::from_bytes(&tmp_name));
+        let result = (|| {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(&tmp)?;
+            if !contents.is_empty() {
+                f.write_all(contents)?;
+            }
+            f.set_permissions(fs::Permissions::from_mode(mode))?;
+            fs::rename(&tmp, path)
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        result
+    }
+
+    /// Reads a device's record; `Ok(None)` when there is none.
+    pub fn read(&self, id: &DeviceId) -> Result<Option<Record>, ReadError> {
+        let path = self.path(id);
+        let data = match fs::read(&path) {
+            Ok(d) => d,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(ReadError::Io(path, e)),
+        };
+        let mut record = Record::decode(&data).map_err(|e| ReadError::Corrupt(path.clone(), e))?;
+        record.persist = fs::metadata(&path)
+            .map(|m| m.permissions().mode() & 0o1000 != 0)
+            .unwrap_or(false);
+        Ok(Some(record))
+    }
+
+    /// Removes a device's record.
+    pub fn remove(&self, id: &DeviceId) -> io::Result<()> {
+        remove_if_exists(&self.path(id))
+    }
+
+    /// Brings `/run/udev/tags` in line: tags in `old` but not in `new` are
+    /// dropped, tags in `new` are indexed.
+    pub fn index_tags(&self, id: &DeviceId, old: &[Vec<u8>], new: &[Vec<u8>]) -> io::Result<()> {
+        for t in old.iter().filter(|t| !new.contains(t)) {
+            if let Some(dir) = self.tag_dir(t) {
+                remove_if_exists(&dir.join(&id.0))?;
+            }
+        }
+        for t in new.iter().filter(|t| !old.contains(t)) {
+            let Some(dir) = self.tag_dir(t) else { continue };
+            let file = dir.join(&id.0);
+            let created = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o444)
+                .open(&file);
+            match created {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    fs::create_dir_all(&dir)?;
+                    File::create(&file)?;
+                    fs::set_permissions(&file, fs::Permissions::from_mode(0o444))?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// The ids of devices carrying a tag.
+    pub fn tagged(&self, tag: &[u8]) -> Vec<DeviceId> {
+        let Some(dir) = self.tag_dir(tag) else {
+            return Vec::new();
+        };
+        fs::read_dir(dir)
+            .map(|rd| {
+                rd.filter_map(Result::ok)
+                    .filter_map(|e| DeviceId::from_name(e.file_name().to_str()?))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Every device id with a record.
+    pub fn ids(&self) -> Vec<DeviceId> {
+        fs::read_dir(&self.data)
+            .map(|rd| {
+                rd.filter_map(Result::ok)
+                    .filter_map(|e| DeviceId::from_name(e.file_name().to_str()?))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn tag_dir(&self, tag: &[u8]) -> Option<PathBuf> {
+        let ok = !tag.is_empty() && !tag.contains(&b'/') && tag != b"." && tag != b"..";
+        ok.then(|| self.tags.join(std::ffi::OsStr::from_bytes(tag)))
+    }
+}
+
+fn remove_if_exists(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Why a record could not be read.
+#[derive(Debug)]
+pub enum ReadError {
+    Io(PathBuf, io::Error),
+    Corrupt(PathBuf, DecodeError),
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::Io(p, e) => write!(f, "{}: {e}", p.display()),
+            ReadError::Corrupt(p, e) => write!(f, "{}: {e}", p.display()),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// `/run/udev/queue`: present exactly while events are pending.
+pub struct QueueFlag {
+    path: PathBuf,
+}
+
+impl QueueFlag {
+    pub fn new(run_udev: &Path) -> QueueFlag {
+        QueueFlag {
+            path: run_udev.join("queue"),
+        }
+    }
+
+    pub fn set(&self, busy: bool) {
+        let result = if busy {
+            File::create(&self.path).map(drop)
+        } else {
+            remove_if_exists(&self.path)
+        };
+        if let Err(e) = result {
+            eprintln!("uevd: cannot update {}: {e}", self.path.display());
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_follow_udev() {
+        assert_eq!(
+            DeviceId::new(b"block", b"/devices/x/sda", Some((8, 0)), None).as_str(),
+            "b8:0"
+        );
+        assert_eq!(
+            DeviceId::new(b"input", b"/devices/x/event0", Some((13, 64)), None).as_str(),
+            "c13:64"
+        );
+        assert_eq!(
+            DeviceId::new(b"net", b"/devices/virtual/net/lo", None, Some(1)).as_str(),
+            "n1"
+        );
+        assert_eq!(
+            DeviceId::new(b"pci", b"/devices/pci0000:00/0000:00:01.0", None, None).as_str(),
+            "+pci:0000:00:01.0"
+        );
+        assert_eq!(
+            DeviceId::new(b"drivers", b"/bus/pci/drivers/e1000", None, None).as_str(),
+            "+drivers:pci:e1000"
+        );
+        assert_eq!(
+            DeviceId::new(b"mem", b"/devices/virtual/mem/x", Some((0, 5)), None).as_str(),
+            "+mem:x"
+        );
+    }
+
+    #[test]
+    fn write_read_round_trip_and_lines_in_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = Database::open(tmp.path()).unwrap();
+        let id = DeviceId::new(b"block", b"/devices/sda", Some((8, 0)), None);
+        let rec = Record {
+            links: vec![b"disk/by-id/a".to_vec(), b"disk/by-path/b".to_vec()],
+            link_priority: -10,
+            usec_initialized: 1234,
+            properties: vec![(b"ID_FS_TYPE".to_vec(), b"ext4".to_vec())],
+            tags: vec![b"systemd".to_vec()],
+            current_tags: vec![b"systemd".to_vec()],
+            persist: true,
+        };
+        db.write(&id, &rec, true, false).unwrap();
+        let text = fs::read_to_string(db.path(&id)).unwrap();
+        assert_eq!(
+            text,
+            "S:disk/by-id/a\nS:disk/by-path/b\nL:-10\nI:1234\nE:ID_FS_TYPE=ext4\nG:systemd\nQ:systemd\nV:1\n"
+        );
+        let mode = fs::metadata(db.path(&id)).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o1644);
+        assert_eq!(db.read(&id).unwrap(), Some(rec));
+        let leftovers: Vec<_> = fs::read_dir(tmp.path().join("data")).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temporary file left behind");
+    }
+
+    #[test]
+    fn empty_devices_get_an_empty_file_only_with_a_number_or_ifindex() {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = Database::open(tmp.path()).unwrap();
+        let net = DeviceId::new(b"net", b"/devices/virtual/net/v0", None, Some(9));
+        db.write(&net, &Record::default(), false, true).unwrap();
+        assert_eq!(fs::read(db.path(&net)).unwrap(), b"");
+        let pci = DeviceId::new(b"pci", b"/devices/p", None, None);
+        fs::write(db.path(&pci), "stale").unwrap();
+        db.write(&pci, &Record::default(), false, false).unwrap();
+        assert!(!db.path(&pci).exists());
+        assert_eq!(
+            fs::metadata(db.path(&net)).unwrap().permissions().mode() & 0o7777,
+            0o644
+        );
+    }
+
+    #[test]
+    fn corrupt_records_are_reported_with_their_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = Database::open(tmp.path()).unwrap();
+        let id = DeviceId::from_name("n3").unwrap();
+        fs::write(db.path(&id), "S:x\nL:high\n").unwrap();
+        match db.read(&id) {
+            Err(ReadError::Corrupt(_, e)) => assert_eq!(e.line, 2),
+            other => panic!("{other:?}"),
+        }
+        fs::write(db.path(&id), "garbage").unwrap();
+        assert!(db.read(&id).is_err());
+    }
+
+    #[test]
+    fn tags_are_indexed_and_unindexed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = Database::open(tmp.path()).unwrap();
+        let id = DeviceId::from_name("c13:64").unwrap();
+        db.index_tags(
+            &id,
+            &[],
+            &[b"seat".to_vec(), b"uaccess".to_vec(), b"../x".to_vec()],
+        )
+        .unwrap();
+        assert_eq!(db.tagged(b"seat"), vec![id.clone()]);
+        db.index_tags(
+            &id,
+            &[b"seat".to_vec(), b"uaccess".to_vec()],
+            &[b"uaccess".to_vec()],
+        )
+        .unwrap();
+        assert!(db.tagged(b"seat").is_empty());
+        assert_eq!(db.tagged(b"uaccess"), vec![id]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decode_never_panics(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+            let _ = Record::decode(&data);
+        }
+    }
+}

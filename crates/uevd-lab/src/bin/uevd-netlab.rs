@@ -1,0 +1,306 @@
+//! uevd-netlab: uevd on the real kernel in private namespaces.
+//!
+//! - `demo`: a few hundred veth and bridge interfaces with uevd as their
+//!   device manager, then per-event latency and total time against the
+//!   kernel alone.
+//! - `bench`: N interfaces with no device manager (the floor) and with uevd
+//!   until settle, side by side, for several N.
+//! - `forge`: send a uevent that does not come from the kernel (tests).
+//! - `loop-add` / `loop-remove`: create or remove a loop block device.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+use uevd_lab::stats::summarize;
+use uevd_lab::{delete_veth_pairs, veth_pairs, Lab};
+use uevd_timeline::read::Journal;
+
+fn usage() -> ExitCode {
+    eprintln!(
+        "usage: uevd-netlab demo [--uevd PATH] [--pairs N]\n       \
+         uevd-netlab bench [--uevd PATH] [--counts N,N,...] [--runs R]\n       \
+         uevd-netlab forge --devpath P [--port N] [--uid U [--keep-net-admin]]\n       \
+         uevd-netlab loop-add N | loop-remove N"
+    );
+    ExitCode::from(2)
+}
+
+fn arg<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+}
+
+fn uevd_path(args: &[String]) -> PathBuf {
+    if let Some(p) = arg(args, "--uevd") {
+        return PathBuf::from(p);
+    }
+    // Next to this binary, as cargo builds them.
+    let me = std::env::current_exe().unwrap_or_default();
+    me.with_file_name("uevd")
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(cmd) = args.first() else {
+        return usage();
+    };
+    let result = match cmd.as_str() {
+        "demo" => demo(
+            &uevd_path(&args),
+            arg(&args, "--pairs")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(150),
+        ),
+        "bench" => bench(
+            &uevd_path(&args),
+            &arg(&args, "--counts")
+                .unwrap_or("1000,10000")
+                .split(',')
+                .filter_map(|n| n.parse().ok())
+                .collect::<Vec<usize>>(),
+            arg(&args, "--runs")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(3),
+        ),
+        "forge" => forge(&args),
+        "loop-add" | "loop-remove" => {
+            loop_ctl(cmd == "loop-add", args.get(1).and_then(|n| n.parse().ok()))
+        }
+        _ => return usage(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("uevd-netlab: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn forge(args: &[String]) -> io::Result<()> {
+    let devpath = arg(args, "--devpath").unwrap_or("/devices/virtual/block/forged");
+    let port = arg(args, "--port").and_then(|p| p.parse().ok());
+    if let Some(uid) = arg(args, "--uid").and_then(|u| u.parse().ok()) {
+        // Optionally keep CAP_NET_ADMIN, without which the kernel itself
+        // refuses to let the user send on this protocol.
+        let keep = args.iter().any(|a| a == "--keep-net-admin");
+        if keep {
+            rustix::thread::set_keep_capabilities(true)?;
+        }
+        rustix::thread::set_thread_uid(rustix::process::Uid::from_raw(uid))?;
+        if keep {
+            use rustix::thread::{set_capabilities, CapabilitySet, CapabilitySets};
+            let net_admin = CapabilitySet::NET_ADMIN;
+            set_capabilities(
+                None,
+                CapabilitySets {
+                    effective: net_admin,
+                    permitted: net_admin,
+                    inheritable: CapabilitySet::empty(),
+                },
+            )?;
+        }
+    }
+    uevd_lab::forge_uevent(devpath, port)
+}
+
+fn loop_ctl(add: bool, n: Option<i32>) -> io::Result<()> {
+    let n = n.ok_or_else(|| io::Error::other("which loop device?"))?;
+    let ctl = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/loop-control")?;
+    const LOOP_CTL_ADD: u64 = 0x4C80;
+    const LOOP_CTL_REMOVE: u64 = 0x4C81;
+    let req = if add { LOOP_CTL_ADD } else { LOOP_CTL_REMOVE };
+    // SAFETY: both requests take an integer argument, no pointer.
+    let r = unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(&ctl),
+            req as _,
+            n as libc::c_long,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Per-event latency (arrival to finish) in microseconds, from a journal.
+fn latencies(journal: &Journal) -> Vec<f64> {
+    journal
+        .events
+        .iter()
+        .map(|e| (e.finished.saturating_sub(e.arrived)) as f64 / 1000.0)
+        .collect()
+}
+
+fn demo(uevd: &Path, pairs: usize) -> io::Result<()> {
+    let bridges = (pairs / 10).max(1);
+    let mut create = veth_pairs("d", pairs);
+    for b in 0..bridges {
+        create.push(format!("link add dbr{b} type bridge"));
+    }
+    for i in 0..pairs {
+        create.push(format!("link set da{i} master dbr{}", i % bridges));
+    }
+    let mut delete = delete_veth_pairs("d", pairs);
+    for b in 0..bridges {
+        delete.push(format!("link del dbr{b}"));
+    }
+    println!(
+        "uevd demo: {pairs} veth pairs and {bridges} bridges in a private network and mount namespace,\n\
+         created, enslaved and deleted; /dev and /run are scratch directories.\n"
+    );
+
+    let floor_lab = Lab::new()?;
+    let floor = floor_lab.ip_batch(&create)? + floor_lab.ip_batch(&delete)?;
+    drop(floor_lab);
+
+    let lab = Lab::new()?;
+    let daemon = lab.start_uevd(uevd, &[])?;
+    let t = Instant::now();
+    lab.ip_batch(&create)?;
+    let created_ifaces = lab.interfaces()?.len();
+    lab.ip_batch(&delete)?;
+    lab.settle(uevd)?;
+    let total = t.elapsed();
+    let cpu = daemon.cpu_seconds()?;
+    let rss = daemon.peak_rss_kib();
+    let status = lab.status(uevd)?;
+    daemon.stop(&lab)?;
+    let journal = Journal::load(&lab.run().join("uevd/timeline.jsonl"))?;
+    let kernel_events = journal
+        .events
+        .iter()
+        .filter(|e| e.source == "kernel")
+        .count();
+    let errors = journal.events.iter().filter(|e| e.result != "ok").count();
+    let lat = summarize(&latencies(&journal)).ok_or_else(|| io::Error::other("no events"))?;
+    println!("interfaces at the peak      {created_ifaces}");
+    println!("events processed            {kernel_events} ({errors} failed)");
+    println!(
+        "per-event latency (µs)      mean {:.1}  median {:.1}  p99 {:.1}  max {:.1}",
+        lat.mean, lat.median, lat.p99, lat.max
+    );
+    println!("kernel alone (no manager)   {:.3} s", floor.as_secs_f64());
+    println!(
+        "with uevd, until settled    {:.3} s  ({:.2}× the kernel alone)",
+        total.as_secs_f64(),
+        total.as_secs_f64() / floor.as_secs_f64()
+    );
+    println!(
+        "uevd CPU                    {:.3} s  ({:.1} µs per event), peak RSS {} KiB",
+        cpu,
+        cpu * 1e6 / kernel_events.max(1) as f64,
+        rss
+    );
+    println!(
+        "left behind                 {} database entries, queue {}",
+        lab.db_ids().len(),
+        if lab.run().join("udev/queue").exists() {
+            "busy"
+        } else {
+            "empty"
+        }
+    );
+    let pending = status
+        .iter()
+        .find(|(k, _)| k == "pending")
+        .map(|(_, v)| v.as_str());
+    if pending != Some("0") || errors > 0 || !lab.db_ids().is_empty() {
+        return Err(io::Error::other("the demo did not end clean"));
+    }
+    Ok(())
+}
+
+struct Run {
+    wall: Duration,
+    cpu: f64,
+    events: usize,
+}
+
+fn run_floor(pairs: usize) -> io::Result<Duration> {
+    let lab = Lab::new()?;
+    lab.ip_batch(&veth_pairs("v", pairs))
+}
+
+fn run_uevd(uevd: &Path, pairs: usize) -> io::Result<Run> {
+    let lab = Lab::new()?;
+    let daemon = lab.start_uevd(uevd, &[])?;
+    let t = Instant::now();
+    lab.ip_batch(&veth_pairs("v", pairs))?;
+    lab.settle(uevd)?;
+    let wall = t.elapsed();
+    let cpu = daemon.cpu_seconds()?;
+    daemon.stop(&lab)?;
+    let journal = Journal::load(&lab.run().join("uevd/timeline.jsonl"))?;
+    let expected = lab.interfaces()?.len() - 1; // not lo
+    let in_db = lab.db_ids().iter().filter(|i| i.starts_with('n')).count();
+    if in_db != expected {
+        return Err(io::Error::other(format!(
+            "{in_db} interfaces in the database, {expected} exist"
+        )));
+    }
+    Ok(Run {
+        wall,
+        cpu,
+        events: journal.events.len(),
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn bench(uevd: &Path, counts: &[usize], runs: usize) -> io::Result<()> {
+    println!("uevd netns benchmark: N interfaces (N/2 veth pairs) created by `ip -batch`, median of {runs} runs");
+    println!("floor = the kernel alone, no listener; uevd = from the first `ip` command until `uevd settle` returns\n");
+    println!(
+        "{:>7} {:>8} {:>10} {:>10} {:>11} {:>9} {:>13}",
+        "N", "events", "floor s", "uevd s", "uevd/floor", "uevd CPU s", "CPU µs/event"
+    );
+    let mut per_event = Vec::new();
+    for &n in counts {
+        let pairs = n / 2;
+        let mut floors = Vec::new();
+        let mut walls = Vec::new();
+        let mut cpus = Vec::new();
+        let mut events = 0;
+        for _ in 0..runs {
+            floors.push(run_floor(pairs)?.as_secs_f64());
+            let r = run_uevd(uevd, pairs)?;
+            walls.push(r.wall.as_secs_f64());
+            cpus.push(r.cpu);
+            events = r.events;
+        }
+        let (f, w, c) = (median(floors), median(walls), median(cpus));
+        let us = c * 1e6 / events.max(1) as f64;
+        per_event.push((n, us));
+        println!(
+            "{n:>7} {events:>8} {f:>10.3} {w:>10.3} {:>11.3} {c:>9.3} {us:>13.1}",
+            w / f
+        );
+    }
+    if let (Some(first), Some(last)) = (per_event.first(), per_event.last()) {
+        if first.0 != last.0 {
+            println!(
+                "\nCPU per event at N={} is {:.2}× the cost at N={}",
+                last.0,
+                last.1 / first.1,
+                first.0
+            );
+        }
+    }
+    Ok(())
+}

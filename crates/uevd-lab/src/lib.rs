@@ -1,0 +1,380 @@
+//! A lab on the real kernel: a private network namespace and mount
+//! namespace in which tests and benchmarks create real devices (veth,
+//! bridges, loop devices) and run uevd as their device manager, with a
+//! scratch /dev and /run so that the machine's own are never touched.
+//!
+//! The namespaces are held by one `sleep` process; every command of the lab
+//! joins them with `setns` before it runs. When the lab is dropped the
+//! holder dies, and with it the namespace and every interface in it.
+
+use rustix::fd::AsFd;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub mod stats;
+
+/// Private namespaces with a scratch /dev and /run.
+pub struct Lab {
+    holder: Child,
+    root: PathBuf,
+    netns: File,
+    mntns: File,
+}
+
+impl Lab {
+    /// Creates the namespaces. Needs root.
+    pub fn new() -> io::Result<Lab> {
+        let root =
+            std::env::temp_dir().join(format!("uevd-lab.{}.{}", std::process::id(), uevd_nanos()));
+        std::fs::create_dir_all(&root)?;
+        let script = format!(
+            "set -e; mount -t sysfs sysfs /sys; \
+             for d in dev run; do mkdir -p '{r}'/$d; mount -t tmpfs -o mode=755 tmpfs '{r}'/$d; done; \
+             ip link set lo up; echo ready; exec sleep 1000000",
+            r = root.display()
+        );
+        let mut holder = Command::new("unshare")
+            .args([
+                "--net",
+                "--mount",
+                "--propagation",
+                "private",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let mut line = String::new();
+        BufReader::new(holder.stdout.take().expect("piped")).read_line(&mut line)?;
+        if line.trim() != "ready" {
+            let _ = holder.kill();
+            return Err(io::Error::other(
+                "could not create the lab namespaces (root needed)",
+            ));
+        }
+        let ns = |kind: &str| File::open(format!("/proc/{}/ns/{kind}", holder.id()));
+        let (netns, mntns) = (ns("net")?, ns("mnt")?);
+        Ok(Lab {
+            holder,
+            root,
+            netns,
+            mntns,
+        })
+    }
+
+    /// The scratch /dev, as seen from outside the lab.
+    pub fn dev(&self) -> PathBuf {
+        self.outside(&self.root.join("dev"))
+    }
+
+    /// The scratch /run, as seen from outside the lab.
+    pub fn run(&self) -> PathBuf {
+        self.outside(&self.root.join("run"))
+    }
+
+    /// A path inside the lab's mount namespace, reachable from outside
+    /// through the holder's root.
+    pub fn outside(&self, inside: &Path) -> PathBuf {
+        let rel = inside.strip_prefix("/").unwrap_or(inside);
+        PathBuf::from(format!("/proc/{}/root", self.holder.id())).join(rel)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// A command that runs inside the lab.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new(program);
+        let net = self.netns.try_clone().expect("dup netns fd");
+        let mnt = self.mntns.try_clone().expect("dup mntns fd");
+        // SAFETY: the closure only makes two system calls, which is allowed
+        // between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                rustix::thread::move_into_link_name_space(
+                    net.as_fd(),
+                    Some(rustix::thread::LinkNameSpaceType::Network),
+                )?;
+                rustix::thread::move_into_link_name_space(
+                    mnt.as_fd(),
+                    Some(rustix::thread::LinkNameSpaceType::Mount),
+                )?;
+                Ok(())
+            });
+        }
+        cmd
+    }
+
+    /// Runs a shell script inside the lab; fails if it fails.
+    pub fn sh(&self, script: &str) -> io::Result<String> {
+        let out = self.command("sh").args(["-c", script]).output()?;
+        check(&out, script)?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Feeds `ip -batch` with one command per line; returns how long the
+    /// kernel took.
+    pub fn ip_batch(&self, lines: &[String]) -> io::Result<Duration> {
+        let file = self.root.join(format!("batch.{}", uevd_nanos()));
+        let mut f = File::create(&file)?;
+        for l in lines {
+            writeln!(f, "{l}")?;
+        }
+        drop(f);
+        let t = Instant::now();
+        let out = self.command("ip").arg("-batch").arg(&file).output()?;
+        let took = t.elapsed();
+        let _ = std::fs::remove_file(&file);
+        check(&out, "ip -batch")?;
+        Ok(took)
+    }
+
+    /// Network interfaces in the lab, by ifindex.
+    pub fn interfaces(&self) -> io::Result<Vec<(u32, String)>> {
+        let out = self.sh("for i in /sys/class/net/*; do echo $(cat $i/ifindex) ${i##*/}; done")?;
+        Ok(out
+            .lines()
+            .filter_map(|l| {
+                let (i, n) = l.split_once(' ')?;
+                Some((i.parse().ok()?, n.to_string()))
+            })
+            .collect())
+    }
+
+    /// Starts uevd's daemon in the foreground inside the lab, logging to a
+    /// file.
+    pub fn start_uevd(&self, uevd: &Path, args: &[&str]) -> io::Result<Daemon> {
+        let log = self.root.join(format!("uevd.{}.log", uevd_nanos()));
+        let child = self
+            .command(uevd)
+            .args(self.uevd_roots())
+            .arg("daemon")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(File::create(&log)?)
+            .stderr(File::create(&log)?)
+            .spawn()?;
+        let control = self.run().join("uevd/control");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !control.exists() {
+            if Instant::now() > deadline {
+                return Err(io::Error::other(format!(
+                    "uevd did not start: {}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(Daemon {
+            child,
+            log,
+            uevd: uevd.to_path_buf(),
+        })
+    }
+
+    /// `--dev`, `--run` pointing at the scratch directories.
+    pub fn uevd_roots(&self) -> Vec<String> {
+        vec![
+            "--dev".into(),
+            self.root.join("dev").display().to_string(),
+            "--run".into(),
+            self.root.join("run").display().to_string(),
+        ]
+    }
+
+    /// Runs a uevd subcommand (trigger, settle, control ...) in the lab.
+    pub fn uevd(&self, uevd: &Path, args: &[&str]) -> io::Result<Output> {
+        self.command(uevd)
+            .args(self.uevd_roots())
+            .args(args)
+            .output()
+    }
+
+    /// Waits until uevd has processed everything.
+    pub fn settle(&self, uevd: &Path) -> io::Result<()> {
+        let out = self.uevd(uevd, &["settle", "--timeout", "300"])?;
+        check(&out, "uevd settle")
+    }
+
+    /// uevd's `control --status`, as key/value pairs.
+    pub fn status(&self, uevd: &Path) -> io::Result<Vec<(String, String)>> {
+        let out = self.uevd(uevd, &["control", "--status"])?;
+        check(&out, "uevd control --status")?;
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|kv| {
+                kv.split_once('=')
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+            })
+            .collect())
+    }
+
+    /// Database entries (file names under /run/udev/data).
+    pub fn db_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = std::fs::read_dir(self.run().join("udev/data"))
+            .map(|rd| {
+                rd.filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        ids.sort();
+        ids
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = self.holder.kill();
+        let _ = self.holder.wait();
+        // The tmpfs mounts lived in the lab's mount namespace only.
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// A running uevd daemon.
+pub struct Daemon {
+    child: Child,
+    log: PathBuf,
+    uevd: PathBuf,
+}
+
+impl Daemon {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// User plus system CPU seconds so far, with the threads.
+    pub fn cpu_seconds(&self) -> io::Result<f64> {
+        cpu_seconds(self.pid())
+    }
+
+    /// Peak resident memory in KiB.
+    pub fn peak_rss_kib(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmHWM:"))
+                    .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
+    /// Stops it through its control socket and waits.
+    pub fn stop(mut self, lab: &Lab) -> io::Result<String> {
+        let _ = lab.uevd(&self.uevd, &["control", "--exit"]);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.child.try_wait()?.is_none() {
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.wait();
+        Ok(self.log())
+    }
+
+    /// Kills it without warning.
+    pub fn kill(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.log()
+    }
+
+    pub fn signal(&self, sig: rustix::process::Signal) -> io::Result<()> {
+        let pid =
+            rustix::process::Pid::from_raw(self.pid() as i32).ok_or(io::ErrorKind::InvalidInput)?;
+        Ok(rustix::process::kill_process(pid, sig)?)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// CPU seconds of a process (all threads, not children).
+pub fn cpu_seconds(pid: u32) -> io::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|u| u.parse::<f64>().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
+    Ok(ticks / clock_ticks())
+}
+
+fn clock_ticks() -> f64 {
+    rustix::param::clock_ticks_per_second() as f64
+}
+
+fn check(out: &Output, what: &str) -> io::Result<()> {
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "{what} failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )))
+    }
+}
+
+fn uevd_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+/// `ip` commands that create `pairs` veth pairs named `<prefix>a<i>` and
+/// `<prefix>b<i>`.
+pub fn veth_pairs(prefix: &str, pairs: usize) -> Vec<String> {
+    (0..pairs)
+        .map(|i| format!("link add {prefix}a{i} type veth peer name {prefix}b{i}"))
+        .collect()
+}
+
+/// `ip` commands that delete them again (the peer goes with each).
+pub fn delete_veth_pairs(prefix: &str, pairs: usize) -> Vec<String> {
+    (0..pairs)
+        .map(|i| format!("link del {prefix}a{i}"))
+        .collect()
+}
+
+/// Sends a uevent that did not come from the kernel: multicast to the
+/// kernel group from a userspace port (as root), or unicast to `port`.
+pub fn forge_uevent(devpath: &str, port: Option<u32>) -> io::Result<()> {
+    use rustix::net::netlink::{SocketAddrNetlink, KOBJECT_UEVENT};
+    use rustix::net::{sendto, AddressFamily, SendFlags, SocketType};
+    let fd = rustix::net::socket(
+        AddressFamily::NETLINK,
+        SocketType::DGRAM,
+        Some(KOBJECT_UEVENT),
+    )?;
+    let msg = format!(
+        "add@{devpath}\0ACTION=add\0DEVPATH={devpath}\0SUBSYSTEM=block\0MAJOR=8\0MINOR=0\0DEVNAME=sda\0SEQNUM=999999\0"
+    );
+    let dest = match port {
+        Some(p) => SocketAddrNetlink::new(p, 0),
+        None => SocketAddrNetlink::new(0, 1),
+    };
+    sendto(&fd, msg.as_bytes(), SendFlags::empty(), &dest)?;
+    Ok(())
+}

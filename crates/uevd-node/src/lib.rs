@@ -1,0 +1,656 @@
+//! Device nodes and links under /dev.
+//!
+//! /dev is shared with every process on the machine, so nothing here
+//! resolves a path the usual way: each directory is opened from the /dev
+//! directory descriptor one component at a time with `O_NOFOLLOW`, names
+//! are checked for `..`, and a node is identified by `fstat` on an `O_PATH`
+//! descriptor before its owner or mode is changed. A symlink someone planted
+//! in place of a directory or node is refused, never followed.
+//!
+//! With devtmpfs the kernel creates and removes nodes; uevd only applies
+//! ownership and mode. Without it uevd creates the node with `mknod` and
+//! removes it when the device goes.
+
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::fs::{self as rfs, makedev, AtFlags, FileType, Gid, Mode, OFlags, Uid, CWD};
+use rustix::io::Errno;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Block or character device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    Block,
+    Char,
+}
+
+impl NodeKind {
+    fn file_type(self) -> FileType {
+        match self {
+            NodeKind::Block => FileType::BlockDevice,
+            NodeKind::Char => FileType::CharacterDevice,
+        }
+    }
+
+    /// The directory of `MAJ:MIN` links: `block` or `char`.
+    pub fn link_dir(self) -> &'static str {
+        match self {
+            NodeKind::Block => "block",
+            NodeKind::Char => "char",
+        }
+    }
+}
+
+/// A device node to create or update.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node<'a> {
+    /// Name below /dev, as the kernel's DEVNAME (`sda`, `input/event0`).
+    pub name: &'a [u8],
+    pub kind: NodeKind,
+    pub major: u32,
+    pub minor: u32,
+}
+
+/// Owner, group and mode; `None` leaves that part alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Permissions {
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub mode: Option<u32>,
+}
+
+/// What was done to a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeChange {
+    Created,
+    Updated,
+    Unchanged,
+    /// devtmpfs has no such node: the device is already gone.
+    Missing,
+}
+
+/// A refusal or failure, with the name it concerns.
+#[derive(Debug)]
+pub struct NodeError {
+    pub name: String,
+    pub kind: NodeErrorKind,
+}
+
+#[derive(Debug)]
+pub enum NodeErrorKind {
+    /// `..`, an empty component or an absolute path.
+    BadName,
+    /// A symlink or other unexpected file stands where a directory or node
+    /// should be.
+    Planted,
+    /// A file that is not a link already owns the link name.
+    Occupied,
+    Io(Errno),
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            NodeErrorKind::BadName => write!(f, "refusing unsafe name '{}'", self.name),
+            NodeErrorKind::Planted => write!(
+                f,
+                "refusing to follow '{}': not the expected file (planted symlink?)",
+                self.name
+            ),
+            NodeErrorKind::Occupied => {
+                write!(f, "'{}' exists and is not a symlink; leaving it", self.name)
+            }
+            NodeErrorKind::Io(e) => write!(f, "{}: {e}", self.name),
+        }
+    }
+}
+
+impl std::error::Error for NodeError {}
+
+impl From<NodeError> for io::Error {
+    fn from(e: NodeError) -> io::Error {
+        io::Error::other(e.to_string())
+    }
+}
+
+type Result<T> = std::result::Result<T, NodeError>;
+
+fn err(name: &[u8], kind: NodeErrorKind) -> NodeError {
+    NodeError {
+        name: String::from_utf8_lossy(name).into_owned(),
+        kind,
+    }
+}
+
+fn io_err(name: &[u8]) -> impl Fn(Errno) -> NodeError + '_ {
+    move |e| err(name, NodeErrorKind::Io(e))
+}
+
+/// Splits a relative name into its components, refusing anything that
+/// could leave /dev.
+fn components(name: &[u8]) -> Result<Vec<&[u8]>> {
+    let parts: Vec<&[u8]> = name.split(|&c| c == b'/').collect();
+    let bad = name.is_empty()
+        || name.contains(&0)
+        || parts
+            .iter()
+            .any(|p| p.is_empty() || *p == b"." || *p == b"..");
+    if bad {
+        return Err(err(name, NodeErrorKind::BadName));
+    }
+    Ok(parts)
+}
+
+/// The target of a link at `link` pointing to `node`, both relative to
+/// /dev: `disk/by-id/x` → `sda` gives `../../sda`.
+pub fn relative_target(link: &[u8], node: &[u8]) -> Vec<u8> {
+    let link_parts: Vec<&[u8]> = link.split(|&c| c == b'/').collect();
+    let node_parts: Vec<&[u8]> = node.split(|&c| c == b'/').collect();
+    let link_dirs = &link_parts[..link_parts.len().saturating_sub(1)];
+    let common = link_dirs
+        .iter()
+        .zip(&node_parts[..node_parts.len().saturating_sub(1)])
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut out = Vec::new();
+    for _ in common..link_dirs.len() {
+        out.extend_from_slice(b"../");
+    }
+    out.extend_from_slice(&node_parts[common..].join(&b'/'));
+    out
+}
+
+/// The /dev directory.
+pub struct DevDir {
+    path: PathBuf,
+    fd: OwnedFd,
+    devtmpfs: bool,
+    unique: AtomicU64,
+}
+
+impl DevDir {
+    /// Opens /dev (or a scratch directory standing in for it) and finds
+    /// out whether the kernel manages its nodes (devtmpfs).
+    pub fn open(path: impl Into<PathBuf>) -> io::Result<DevDir> {
+        let path = path.into();
+        let fd = rfs::open(
+            &path,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let devtmpfs = is_devtmpfs(&path);
+        Ok(DevDir {
+            path,
+            fd,
+            devtmpfs,
+            unique: AtomicU64::new(0),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the kernel creates nodes here.
+    pub fn devtmpfs(&self) -> bool {
+        self.devtmpfs
+    }
+
+    /// Opens the directory holding `name`, creating missing directories
+    /// when asked; returns it and the last component.
+    fn parent<'n>(&self, name: &'n [u8], create: bool) -> Result<(OwnedFd, &'n [u8])> {
+        let parts = components(name)?;
+        let (last, dirs) = parts.split_last().expect("components() is never empty");
+        let mut dir = rfs::openat(
+            &self.fd,
+            ".",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(io_err(name))?;
+        for d in dirs {
+            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let next = match rfs::openat(&dir, *d, flags, Mode::empty()) {
+                Err(Errno::NOENT) if create => {
+                    match rfs::mkdirat(&dir, *d, Mode::from_raw_mode(0o755)) {
+                        Ok(()) | Err(Errno::EXIST) => {}
+                        Err(e) => return Err(err(name, NodeErrorKind::Io(e))),
+                    }
+                    rfs::openat(&dir, *d, flags, Mode::empty())
+                }
+                other => other,
+            };
+            dir = next.map_err(|e| match e {
+                Errno::LOOP | Errno::NOTDIR => err(name, NodeErrorKind::Planted),
+                e => err(name, NodeErrorKind::Io(e)),
+            })?;
+        }
+        Ok((dir, last))
+    }
+
+    fn tmp_name(&self, base: &[u8]) -> Vec<u8> {
+        let n = self.unique.fetch_add(1, Ordering::Relaxed);
+        let mut t = b".#uevd.".to_vec();
+        t.extend_from_slice(format!("{}.{n}.", std::process::id()).as_bytes());
+        t.extend_from_slice(base);
+        t
+    }
+
+    /// Makes sure the node exists (creating it without devtmpfs) and has
+    /// the requested permissions.
+    pub fn apply_node(&self, node: &Node<'_>, perms: Permissions) -> Result<NodeChange> {
+        let name = node.name;
+        let (dir, base) = self.parent(name, !self.devtmpfs)?;
+        let want = makedev(node.major, node.minor);
+        let mut change = NodeChange::Unchanged;
+        let fd = match self.open_node(&dir, base, node) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) if self.devtmpfs => return Ok(NodeChange::Missing),
+            Err(Errno::NOENT) => {
+                let mode = Mode::from_raw_mode(perms.mode.unwrap_or(0o600) & 0o7777);
+                match rfs::mknodat(&dir, base, node.kind.file_type(), mode, want) {
+                    Ok(()) => {}
+                    Err(Errno::EXIST) => {}
+                    Err(e) => return Err(err(name, NodeErrorKind::Io(e))),
+                }
+                change = NodeChange::Created;
+                self.open_node(&dir, base, node).map_err(io_err(name))?
+            }
+            Err(Errno::STALE) if !self.devtmpfs => {
+                // A node of another type or number: replace it atomically.
+                let tmp = self.tmp_name(base);
+                let mode = Mode::from_raw_mode(perms.mode.unwrap_or(0o600) & 0o7777);
+                rfs::mknodat(&dir, &tmp[..], node.kind.file_type(), mode, want)
+                    .map_err(io_err(name))?;
+                if let Err(e) = rfs::renameat(&dir, &tmp[..], &dir, base) {
+                    let _ = rfs::unlinkat(&dir, &tmp[..], AtFlags::empty());
+                    return Err(err(name, NodeErrorKind::Io(e)));
+                }
+                change = NodeChange::Created;
+                self.open_node(&dir, base, node).map_err(io_err(name))?
+            }
+            Err(Errno::STALE) => return Err(err(name, NodeErrorKind::Planted)),
+            Err(e) => return Err(err(name, NodeErrorKind::Io(e))),
+        };
+        let st = rfs::fstat(&fd).map_err(io_err(name))?;
+        let uid_change = perms.uid.filter(|&u| u != st.st_uid);
+        let gid_change = perms.gid.filter(|&g| g != st.st_gid);
+        if uid_change.is_some() || gid_change.is_some() {
+            rfs::chownat(
+                &fd,
+                "",
+                uid_change.map(Uid::from_raw),
+                gid_change.map(Gid::from_raw),
+                AtFlags::EMPTY_PATH,
+            )
+            .map_err(io_err(name))?;
+            change = change.max_with(NodeChange::Updated);
+        }
+        if let Some(mode) = perms.mode.map(|m| m & 0o7777) {
+            if st.st_mode & 0o7777 != mode {
+                chmod_fd(&fd, &dir, base, mode).map_err(io_err(name))?;
+                change = change.max_with(NodeChange::Updated);
+            }
+        }
+        Ok(change)
+    }
+
+    /// Opens a node by O_PATH without following links and checks it is the
+    /// expected device. `ESTALE` means something else is there.
+    fn open_node(
+        &self,
+        dir: &OwnedFd,
+        base: &[u8],
+        node: &Node<'_>,
+    ) -> std::result::Result<OwnedFd, Errno> {
+        let fd = rfs::openat(
+            dir,
+            base,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let st = rfs::fstat(&fd)?;
+        let ok = FileType::from_raw_mode(st.st_mode) == node.kind.file_type()
+            && st.st_rdev == makedev(node.major, node.minor);
+        if ok {
+            Ok(fd)
+        } else {
+            Err(Errno::STALE)
+        }
+    }
+
+    /// Removes a node uevd created, if it is still the device's node. With
+    /// devtmpfs the kernel has already removed it.
+    pub fn remove_node(&self, node: &Node<'_>) -> Result<bool> {
+        if self.devtmpfs {
+            return Ok(false);
+        }
+        let (dir, base) = match self.parent(node.name, false) {
+            Ok(p) => p,
+            Err(NodeError {
+                kind: NodeErrorKind::Io(Errno::NOENT),
+                ..
+            }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        match self.open_node(&dir, base, node) {
+            Ok(_) => {
+                rfs::unlinkat(&dir, base, AtFlags::empty()).map_err(io_err(node.name))?;
+                self.prune_dirs(node.name);
+                Ok(true)
+            }
+            Err(Errno::NOENT) | Err(Errno::STALE) => Ok(false),
+            Err(e) => Err(err(node.name, NodeErrorKind::Io(e))),
+        }
+    }
+
+    /// Points `link` (relative to /dev) at `node`. Replaces an existing
+    /// link atomically; refuses to replace anything that is not a link.
+    pub fn link(&self, link: &[u8], node: &[u8]) -> Result<NodeChange> {
+        components(node)?;
+        let (dir, base) = self.parent(link, true)?;
+        let target = relative_target(link, node);
+        match rfs::readlinkat(&dir, base, Vec::new()) {
+            Ok(current) if current.as_bytes() == target => return Ok(NodeChange::Unchanged),
+            Ok(_) | Err(Errno::NOENT) => {}
+            Err(Errno::INVAL) => return Err(err(link, NodeErrorKind::Occupied)),
+            Err(e) => return Err(err(link, NodeErrorKind::Io(e))),
+        }
+        let tmp = self.tmp_name(base);
+        rfs::symlinkat(&target[..], &dir, &tmp[..]).map_err(io_err(link))?;
+        // Check again right before the rename: never replace a non-link.
+        let occupied = matches!(
+            rfs::statat(&dir, base, AtFlags::SYMLINK_NOFOLLOW),
+            Ok(st) if FileType::from_raw_mode(st.st_mode) != FileType::Symlink
+        );
+        if occupied {
+            let _ = rfs::unlinkat(&dir, &tmp[..], AtFlags::empty());
+            return Err(err(link, NodeErrorKind::Occupied));
+        }
+        if let Err(e) = rfs::renameat(&dir, &tmp[..], &dir, base) {
+            let _ = rfs::unlinkat(&dir, &tmp[..], AtFlags::empty());
+            return Err(err(link, NodeErrorKind::Io(e)));
+        }
+        Ok(NodeChange::Created)
+    }
+
+    /// Removes `link` if it still points at `node` (another device may
+    /// have taken it over), then any directories it leaves empty.
+    pub fn unlink(&self, link: &[u8], node: &[u8]) -> Result<bool> {
+        let (dir, base) = match self.parent(link, false) {
+            Ok(p) => p,
+            Err(NodeError {
+                kind: NodeErrorKind::Io(Errno::NOENT),
+                ..
+            }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        match rfs::readlinkat(&dir, base, Vec::new()) {
+            Ok(current) if current.as_bytes() == relative_target(link, node) => {
+                rfs::unlinkat(&dir, base, AtFlags::empty()).map_err(io_err(link))?;
+                self.prune_dirs(link);
+                Ok(true)
+            }
+            Ok(_) | Err(Errno::NOENT) | Err(Errno::INVAL) => Ok(false),
+            Err(e) => Err(err(link, NodeErrorKind::Io(e))),
+        }
+    }
+
+    /// Removes the now empty directories a name lived in (`disk/by-id`),
+    /// but never the `char` and `block` directories every device uses.
+    fn prune_dirs(&self, name: &[u8]) {
+        let mut dirs: Vec<&[u8]> = name.split(|&c| c == b'/').collect();
+        dirs.pop();
+        while !dirs.is_empty() {
+            if dirs.len() == 1 && matches!(dirs[0], b"char" | b"block") {
+                return;
+            }
+            let path = dirs.join(&b'/');
+            if rfs::unlinkat(&self.fd, &path[..], AtFlags::REMOVEDIR).is_err() {
+                return;
+            }
+            dirs.pop();
+        }
+    }
+
+    /// Where the `MAJ:MIN` link of a device goes: `block/8:0`.
+    pub fn devnum_link(node: &Node<'_>) -> Vec<u8> {
+        format!("{}/{}:{}", node.kind.link_dir(), node.major, node.minor).into_bytes()
+    }
+}
+
+impl NodeChange {
+    fn max_with(self, other: NodeChange) -> NodeChange {
+        if self == NodeChange::Created {
+            self
+        } else {
+            other
+        }
+    }
+}
+
+/// chmod through an O_PATH descriptor. The kernel has no fchmod for those
+/// before fchmodat2 (6.6), so go through /proc/self/fd, which resolves to
+/// the very inode that was checked; without /proc (very early boot), fall
+/// back to the name, which the caller has just verified.
+fn chmod_fd(fd: &OwnedFd, dir: &OwnedFd, base: &[u8], mode: u32) -> std::result::Result<(), Errno> {
+    let mode = Mode::from_raw_mode(mode);
+    match rfs::chmodat(fd.as_fd(), "", mode, AtFlags::EMPTY_PATH) {
+        Ok(()) => return Ok(()),
+        Err(Errno::INVAL) | Err(Errno::NOSYS) | Err(Errno::OPNOTSUPP) | Err(Errno::BADF) => {}
+        Err(e) => return Err(e),
+    }
+    let proc_path = format!("/proc/self/fd/{}", rustix::fd::AsRawFd::as_raw_fd(fd));
+    match rfs::chmodat(CWD, proc_path.as_str(), mode, AtFlags::empty()) {
+        Ok(()) => Ok(()),
+        Err(Errno::NOENT) => rfs::chmodat(dir, base, mode, AtFlags::empty()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether `path` is a devtmpfs mount point.
+fn is_devtmpfs(path: &Path) -> bool {
+    let Ok(canon) = std::fs::canonicalize(path) else {
+        return false;
+    };
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    // Fields: id parent maj:min root mountpoint options ... - fstype source
+    let mut result = false;
+    for line in mounts.lines() {
+        let mut fields = line.split(' ');
+        let mount_point = fields.nth(4).map(unescape_mountinfo);
+        let fstype = line.split(" - ").nth(1).and_then(|r| r.split(' ').next());
+        if mount_point.as_deref() == Some(canon.as_os_str().as_encoded_bytes()) {
+            // The last mount on a point is the one visible.
+            result = fstype == Some("devtmpfs");
+        }
+    }
+    result
+}
+
+fn unescape_mountinfo(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{symlink, FileTypeExt, MetadataExt, PermissionsExt};
+
+    fn node(name: &[u8]) -> Node<'_> {
+        Node {
+            name,
+            kind: NodeKind::Char,
+            major: 1,
+            minor: 3,
+        }
+    }
+
+    fn root() -> bool {
+        rustix::process::geteuid().is_root()
+    }
+
+    #[test]
+    fn relative_targets() {
+        assert_eq!(relative_target(b"disk/by-id/x", b"sda"), b"../../sda");
+        assert_eq!(relative_target(b"block/8:0", b"sda"), b"../sda");
+        assert_eq!(relative_target(b"cdrom", b"sr0"), b"sr0");
+        assert_eq!(
+            relative_target(b"input/by-path/k", b"input/event0"),
+            b"../event0"
+        );
+        assert_eq!(
+            relative_target(b"snd/by-id/k", b"input/event0"),
+            b"../../input/event0"
+        );
+    }
+
+    #[test]
+    fn unsafe_names_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dev = DevDir::open(tmp.path()).unwrap();
+        for bad in [&b"../etc/x"[..], b"/etc/x", b"a//b", b"", b"a/./b"] {
+            assert!(matches!(
+                dev.link(bad, b"null"),
+                Err(NodeError {
+                    kind: NodeErrorKind::BadName,
+                    ..
+                })
+            ));
+        }
+    }
+
+    #[test]
+    fn links_are_created_replaced_and_removed_with_their_directories() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dev = DevDir::open(tmp.path()).unwrap();
+        assert!(!dev.devtmpfs());
+        assert_eq!(
+            dev.link(b"disk/by-id/a", b"sda").unwrap(),
+            NodeChange::Created
+        );
+        assert_eq!(
+            dev.link(b"disk/by-id/a", b"sda").unwrap(),
+            NodeChange::Unchanged
+        );
+        let t = std::fs::read_link(tmp.path().join("disk/by-id/a")).unwrap();
+        assert_eq!(t, Path::new("../../sda"));
+        assert_eq!(
+            dev.link(b"disk/by-id/a", b"sdb").unwrap(),
+            NodeChange::Created
+        );
+        assert!(
+            !dev.unlink(b"disk/by-id/a", b"sda").unwrap(),
+            "taken over by sdb"
+        );
+        assert!(dev.unlink(b"disk/by-id/a", b"sdb").unwrap());
+        assert!(
+            !tmp.path().join("disk").exists(),
+            "empty directories pruned"
+        );
+        let dots: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+        assert!(dots.is_empty(), "no temporary files left: {dots:?}");
+    }
+
+    #[test]
+    fn planted_symlinks_are_not_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let dev = DevDir::open(tmp.path()).unwrap();
+        symlink(outside.path(), tmp.path().join("disk")).unwrap();
+        assert!(matches!(
+            dev.link(b"disk/by-id/a", b"sda"),
+            Err(NodeError {
+                kind: NodeErrorKind::Planted,
+                ..
+            })
+        ));
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        // A regular file where a link should go stays.
+        std::fs::write(tmp.path().join("cdrom"), "mine").unwrap();
+        assert!(matches!(
+            dev.link(b"cdrom", b"sr0"),
+            Err(NodeError {
+                kind: NodeErrorKind::Occupied,
+                ..
+            })
+        ));
+        assert_eq!(std::fs::read(tmp.path().join("cdrom")).unwrap(), b"mine");
+        // A symlink planted where the node goes is not chmod-ed through.
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, "").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+        symlink(&victim, tmp.path().join("planted")).unwrap();
+        let perms = Permissions {
+            mode: Some(0o666),
+            ..Default::default()
+        };
+        if root() {
+            // Replaced by the real node, the victim untouched.
+            assert_eq!(
+                dev.apply_node(&node(b"planted"), perms).unwrap(),
+                NodeChange::Created
+            );
+            let m = std::fs::symlink_metadata(tmp.path().join("planted")).unwrap();
+            assert!(m.file_type().is_char_device());
+        } else {
+            assert!(dev.apply_node(&node(b"planted"), perms).is_err());
+        }
+        let vm = std::fs::metadata(&victim).unwrap();
+        assert_eq!(vm.permissions().mode() & 0o777, 0o600);
+    }
+
+    #[test]
+    fn nodes_are_made_owned_and_removed() {
+        if !root() {
+            eprintln!("skipped: mknod needs root");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let dev = DevDir::open(tmp.path()).unwrap();
+        let n = node(b"sub/null0");
+        let perms = Permissions {
+            uid: Some(5),
+            gid: Some(6),
+            mode: Some(0o660),
+        };
+        assert_eq!(dev.apply_node(&n, perms).unwrap(), NodeChange::Created);
+        let m = std::fs::symlink_metadata(tmp.path().join("sub/null0")).unwrap();
+        assert!(m.file_type().is_char_device());
+        assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (5, 6, 0o660));
+        assert_eq!(m.rdev(), makedev(1, 3));
+        assert_eq!(dev.apply_node(&n, perms).unwrap(), NodeChange::Unchanged);
+        let perms2 = Permissions {
+            mode: Some(0o600),
+            ..perms
+        };
+        assert_eq!(dev.apply_node(&n, perms2).unwrap(), NodeChange::Updated);
+        // Another device's number at the same name is not removed.
+        let other = Node {
+            minor: 5,
+            ..n.clone()
+        };
+        assert!(!dev.remove_node(&other).unwrap());
+        assert!(dev.remove_node(&n).unwrap());
+        assert!(!tmp.path().join("sub").exists());
+    }
+}

@@ -1,0 +1,326 @@
+//! The timeline journal.
+//!
+//! One JSON object per line; the first line says which format and version
+//! follows, so readers can refuse what they do not understand. Times are
+//! nanoseconds of CLOCK_BOOTTIME, the clock the kernel stamps its log with,
+//! so a journal lines up with `dmesg`.
+//!
+//! ```text
+//! {"type":"header","format":"uevd-timeline","version":1,"clock":"boottime","unit":"ns","pid":412,"started":1840000000}
+//! {"type":"event","id":1,"seqnum":2210,"action":"add","devpath":"/devices/virtual/net/v0","subsystem":"net","source":"kernel","worker":0,"arrived":1850000000,"started":1850001000,"finished":1850042000,"steps":[["db",1850002000,30000]],"result":"ok"}
+//! {"type":"mark","name":"overflow","at":1860000000,"detail":"receive buffer overrun"}
+//! ```
+//!
+//! Event fields: `id` (uevd's own order of arrival), `seqnum` (the kernel's,
+//! absent for events uevd synthesised), `source` (`kernel`, `coldplug` or
+//! `rescan`), `synth_uuid` (set by `trigger`), `worker`, the three times,
+//! `steps` as `[name, start, duration]` and `result` (`ok` or `error`, with
+//! `error` the message).
+//!
+//! Marks: `coldplug-start`, `coldplug-end`, `overflow`, `rescan-start`,
+//! `rescan-end`, `settle-request`, `settle-done`, `exit`.
+//!
+//! Writing is done by a thread of its own, so workers only hand over a
+//! record and never wait on the disk.
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+#[cfg(feature = "reader")]
+pub mod read;
+
+pub const FORMAT: &str = "uevd-timeline";
+pub const VERSION: u32 = 1;
+
+/// Nanoseconds of CLOCK_BOOTTIME.
+pub fn now() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// Microseconds of CLOCK_MONOTONIC, the clock of udev's `I:` and
+/// USEC_INITIALIZED.
+pub fn monotonic_usec() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000 + t.tv_nsec as u64 / 1000
+}
+
+/// One timed step of an event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    pub name: &'static str,
+    pub start: u64,
+    pub duration: u64,
+}
+
+/// What one event did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EventRecord {
+    pub id: u64,
+    pub seqnum: Option<u64>,
+    pub action: &'static str,
+    pub devpath: String,
+    pub subsystem: String,
+    pub source: &'static str,
+    pub synth_uuid: Option<String>,
+    pub worker: usize,
+    pub arrived: u64,
+    pub started: u64,
+    pub finished: u64,
+    pub steps: Vec<Step>,
+    pub error: Option<String>,
+}
+
+/// A record in the journal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entry {
+    Event(EventRecord),
+    Mark {
+        name: &'static str,
+        at: u64,
+        detail: String,
+    },
+}
+
+fn json_str(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+impl Entry {
+    /// The JSON line for this entry (without the newline).
+    pub fn to_json(&self) -> String {
+        let mut o = String::with_capacity(256);
+        match self {
+            Entry::Event(e) => {
+                o.push_str("{\"type\":\"event\",\"id\":");
+                let _ = write!(o, "{}", e.id);
+                if let Some(s) = e.seqnum {
+                    let _ = write!(o, ",\"seqnum\":{s}");
+                }
+                o.push_str(",\"action\":");
+                json_str(&mut o, e.action);
+                o.push_str(",\"devpath\":");
+                json_str(&mut o, &e.devpath);
+                o.push_str(",\"subsystem\":");
+                json_str(&mut o, &e.subsystem);
+                o.push_str(",\"source\":");
+                json_str(&mut o, e.source);
+                if let Some(u) = &e.synth_uuid {
+                    o.push_str(",\"synth_uuid\":");
+                    json_str(&mut o, u);
+                }
+                let _ = write!(
+                    o,
+                    ",\"worker\":{},\"arrived\":{},\"started\":{},\"finished\":{},\"steps\":[",
+                    e.worker, e.arrived, e.started, e.finished
+                );
+                for (i, s) in e.steps.iter().enumerate() {
+                    if i > 0 {
+                        o.push(',');
+                    }
+                    o.push('[');
+                    json_str(&mut o, s.name);
+                    let _ = write!(o, ",{},{}]", s.start, s.duration);
+                }
+                o.push_str("],\"result\":");
+                match &e.error {
+                    None => o.push_str("\"ok\""),
+                    Some(msg) => {
+                        o.push_str("\"error\",\"error\":");
+                        json_str(&mut o, msg);
+                    }
+                }
+                o.push('}');
+            }
+            Entry::Mark { name, at, detail } => {
+                o.push_str("{\"type\":\"mark\",\"name\":");
+                json_str(&mut o, name);
+                let _ = write!(o, ",\"at\":{at},\"detail\":");
+                json_str(&mut o, detail);
+                o.push('}');
+            }
+        }
+        o
+    }
+}
+
+/// Hands records to the journal thread.
+#[derive(Clone)]
+pub struct Journal {
+    tx: Option<SyncSender<Entry>>,
+}
+
+/// The journal thread; dropping every [`Journal`] and joining this flushes
+/// and closes the file.
+pub struct JournalWriter {
+    handle: JoinHandle<io::Result<()>>,
+}
+
+impl JournalWriter {
+    pub fn finish(self) -> io::Result<()> {
+        self.handle
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("journal thread panicked")))
+    }
+}
+
+impl Journal {
+    /// A journal that records nothing.
+    pub fn disabled() -> Journal {
+        Journal { tx: None }
+    }
+
+    /// Starts a journal in `path` (truncating it). At most `max_bytes` are
+    /// written; past that a last mark says the journal was cut.
+    pub fn create(path: &Path, max_bytes: u64) -> io::Result<(Journal, JournalWriter)> {
+        let file = File::create(path)?;
+        let (tx, rx) = mpsc::sync_channel(65536);
+        let mut out = BufWriter::with_capacity(256 * 1024, file);
+        let mut header = String::new();
+        let _ = writeln!(
+            header,
+            "{{\"type\":\"header\",\"format\":\"{FORMAT}\",\"version\":{VERSION},\"clock\":\"boottime\",\"unit\":\"ns\",\"pid\":{},\"started\":{}}}",
+            std::process::id(),
+            now()
+        );
+        out.write_all(header.as_bytes())?;
+        out.flush()?;
+        let handle = std::thread::Builder::new()
+            .name("journal".into())
+            .spawn(move || write_loop(rx, out, max_bytes))?;
+        Ok((Journal { tx: Some(tx) }, JournalWriter { handle }))
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.tx.is_some()
+    }
+
+    pub fn record(&self, entry: Entry) {
+        if let Some(tx) = &self.tx {
+            // A full channel means the disk is slower than the events:
+            // block rather than lose a record.
+            let _ = tx.send(entry);
+        }
+    }
+
+    pub fn mark(&self, name: &'static str, detail: impl Into<String>) {
+        if self.enabled() {
+            self.record(Entry::Mark {
+                name,
+                at: now(),
+                detail: detail.into(),
+            });
+        }
+    }
+}
+
+fn write_loop(rx: Receiver<Entry>, mut out: BufWriter<File>, max_bytes: u64) -> io::Result<()> {
+    let mut written = 0u64;
+    let mut cut = false;
+    loop {
+        let entry = match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(e) => e,
+            Err(RecvTimeoutError::Timeout) => {
+                // Idle: make what we have visible to readers.
+                out.flush()?;
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        if cut {
+            continue;
+        }
+        let mut line = entry.to_json();
+        line.push('\n');
+        if written + line.len() as u64 > max_bytes {
+            let mark = Entry::Mark {
+                name: "journal-full",
+                at: now(),
+                detail: format!("journal reached {max_bytes} bytes; later records dropped"),
+            };
+            out.write_all(mark.to_json().as_bytes())?;
+            out.write_all(b"\n")?;
+            cut = true;
+            continue;
+        }
+        written += line.len() as u64;
+        out.write_all(line.as_bytes())?;
+    }
+    out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_a_versioned_header_and_escaped_records_that_read_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.jsonl");
+        let (j, w) = Journal::create(&path, 1 << 20).unwrap();
+        let ev = EventRecord {
+            id: 1,
+            seqnum: Some(77),
+            action: "add",
+            devpath: "/devices/virtual/net/we\"ird\n".into(),
+            subsystem: "net".into(),
+            source: "kernel",
+            synth_uuid: None,
+            worker: 2,
+            arrived: 10,
+            started: 20,
+            finished: 50,
+            steps: vec![Step {
+                name: "db",
+                start: 21,
+                duration: 9,
+            }],
+            error: Some("boom".into()),
+        };
+        j.record(Entry::Event(ev.clone()));
+        j.mark("overflow", "lost");
+        drop(j);
+        w.finish().unwrap();
+        let journal = read::Journal::load(&path).unwrap();
+        assert_eq!(journal.header.version, VERSION);
+        assert_eq!(journal.events.len(), 1);
+        let e = &journal.events[0];
+        assert_eq!(e.devpath, ev.devpath);
+        assert_eq!(e.seqnum, Some(77));
+        assert_eq!(e.steps[0], ("db".to_string(), 21, 9));
+        assert_eq!(e.error.as_deref(), Some("boom"));
+        assert_eq!(journal.marks[0].name, "overflow");
+    }
+
+    #[test]
+    fn stops_at_its_size_limit_with_a_mark() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.jsonl");
+        let (j, w) = Journal::create(&path, 300).unwrap();
+        for i in 0..10 {
+            j.mark("settle-done", format!("{i}"));
+        }
+        drop(j);
+        w.finish().unwrap();
+        let journal = read::Journal::load(&path).unwrap();
+        assert!(journal.marks.len() < 10);
+        assert_eq!(journal.marks.last().unwrap().name, "journal-full");
+    }
+}

@@ -1,0 +1,468 @@
+//! The daemon: one thread reads the kernel and the control socket, a pool
+//! of workers processes events.
+
+use crate::event::{Job, Known, Processor, Source};
+use crate::Roots;
+use clap::ValueEnum;
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::io::Errno;
+use std::collections::HashSet;
+use std::io;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+use uevd_control::{Listener, Reply, Request};
+use uevd_db::{Database, QueueFlag};
+use uevd_netlink::{Broadcaster, Received, UeventSocket, DEFAULT_RECEIVE_BUFFER};
+use uevd_node::DevDir;
+use uevd_queue::{Completion, WorkQueue};
+use uevd_sysfs::{walk_devices, walk_subsystems, Sysfs};
+use uevd_timeline::Journal;
+use uevd_uevent::Action;
+
+/// How `--coldplug` learns about existing devices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Coldplug {
+    /// Read each device's `uevent` file (what `mdev -s` does): the kernel
+    /// sends nothing.
+    Read,
+    /// Write `add` into each `uevent` file and process what the kernel
+    /// sends back (what `udevadm trigger` does).
+    Trigger,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Options {
+    /// Detach once ready to receive events.
+    #[arg(long)]
+    daemon: bool,
+    /// Process every existing device at start, as boot needs.
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "read", value_name = "HOW")]
+    coldplug: Option<Coldplug>,
+    /// Worker threads (default: 2 per CPU, at least 4).
+    #[arg(long, alias = "children-max", value_name = "N")]
+    workers: Option<usize>,
+    /// Netlink receive buffer in bytes.
+    #[arg(long, default_value_t = DEFAULT_RECEIVE_BUFFER, value_name = "BYTES")]
+    receive_buffer: usize,
+    /// Timeline journal (default: RUN/uevd/timeline.jsonl); "none" disables.
+    #[arg(long, value_name = "FILE")]
+    timeline: Option<PathBuf>,
+    /// Largest timeline journal, in bytes.
+    #[arg(long, default_value_t = 256 << 20, value_name = "BYTES")]
+    timeline_max: u64,
+    /// error, warning, info or debug.
+    #[arg(long, default_value = "info", value_parser = crate::parse_level)]
+    log_level: uevd_control::Level,
+    /// Do not announce processed events to libudev clients (netlink group 2).
+    #[arg(long)]
+    no_broadcast: bool,
+}
+
+struct Daemon {
+    roots: Roots,
+    sysfs: Sysfs,
+    queue: WorkQueue<Job>,
+    processor: Arc<Processor>,
+    kernel: UeventSocket,
+    started: Instant,
+    overflows: u64,
+    rejected: u64,
+}
+
+pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
+    crate::log::set_level(opts.log_level);
+    // Bind everything before detaching, so that no event sent after the
+    // parent returns is lost.
+    let kernel = UeventSocket::kernel(opts.receive_buffer)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen to kernel uevents: {e}")))?;
+    let granted = kernel.receive_buffer().unwrap_or(0);
+    let control = Listener::bind(&roots.control())
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", roots.control().display())))?;
+    let udev_dir = roots.udev_dir();
+    let db = Database::open(&udev_dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", udev_dir.display())))?;
+    // libudev takes the existence of /run/udev/control to mean that a
+    // device manager runs.
+    let udev_control = bind_udev_control(&udev_dir.join("control"));
+    let dev = DevDir::open(&roots.dev)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", roots.dev.display())))?;
+    let ready = if opts.daemon { Some(detach()?) } else { None };
+
+    let timeline = match &opts.timeline {
+        Some(p) if p.as_os_str() == "none" => None,
+        Some(p) => Some(p.clone()),
+        None => Some(roots.uevd_dir().join("timeline.jsonl")),
+    };
+    let (journal, journal_writer) = match &timeline {
+        Some(p) => match Journal::create(p, opts.timeline_max) {
+            Ok((j, w)) => (j, Some(w)),
+            Err(e) => {
+                log::warn!("no timeline journal: {}: {e}", p.display());
+                (Journal::disabled(), None)
+            }
+        },
+        None => (Journal::disabled(), None),
+    };
+    let broadcaster = if opts.no_broadcast {
+        None
+    } else {
+        match Broadcaster::new() {
+            Ok(b) => Some(b),
+            Err(e) => {
+                log::warn!("cannot announce processed events: {e}");
+                None
+            }
+        }
+    };
+    let sysfs = Sysfs::new(&roots.sys);
+    let devtmpfs = dev.devtmpfs();
+    let processor = Arc::new(Processor::new(
+        sysfs.clone(),
+        dev,
+        db,
+        broadcaster,
+        journal.clone(),
+    ));
+    let flag = QueueFlag::new(&udev_dir);
+    flag.set(false);
+    let queue: WorkQueue<Job> = WorkQueue::new(move |busy| flag.set(busy));
+    let workers = opts.workers.unwrap_or_else(default_workers);
+    let p = processor.clone();
+    let handles = queue.spawn_workers(workers, move |w: usize, id, job: Job| p.process(w, id, job));
+    log::info!(
+        "listening: {workers} workers, receive buffer {granted} bytes, {} manages nodes",
+        if devtmpfs { "devtmpfs" } else { "uevd" }
+    );
+
+    let mut d = Daemon {
+        roots: roots.clone(),
+        sysfs,
+        queue: queue.clone(),
+        processor,
+        kernel,
+        started: Instant::now(),
+        overflows: 0,
+        rejected: 0,
+    };
+    if let Some(fd) = ready {
+        signal_ready(fd);
+    }
+    if let Some(how) = opts.coldplug {
+        d.coldplug(how);
+    }
+    let result = d.serve(&control);
+    log::info!("exiting once {} queued events are done", queue.status().0);
+    queue.shutdown();
+    for h in handles {
+        let _ = h.join();
+    }
+    journal.mark("exit", "");
+    drop(d);
+    drop(journal);
+    if let Some(w) = journal_writer {
+        if let Err(e) = w.finish() {
+            log::warn!("timeline journal: {e}");
+        }
+    }
+    if udev_control.is_some() {
+        let _ = std::fs::remove_file(udev_dir.join("control"));
+    }
+    result.map(|()| ExitCode::SUCCESS)
+}
+
+fn default_workers() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cpus * 2).max(4)
+}
+
+fn bind_udev_control(path: &Path) -> Option<UnixDatagram> {
+    let _ = std::fs::remove_file(path);
+    match UnixDatagram::bind(path) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            log::warn!("{}: {e}", path.display());
+            None
+        }
+    }
+}
+
+/// Forks; the parent waits until the child says it is ready, then exits.
+fn detach() -> io::Result<rustix::fd::OwnedFd> {
+    let (read, write) = rustix::pipe::pipe()?;
+    // SAFETY: no thread has been started yet, so the child is a complete
+    // copy of a single-threaded process.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => {
+            drop(read);
+            let _ = rustix::process::setsid();
+            if let Ok(null) = std::fs::OpenOptions::new().read(true).open("/dev/null") {
+                let _ = rustix::stdio::dup2_stdin(&null);
+            }
+            Ok(write)
+        }
+        _ => {
+            drop(write);
+            let mut byte = [0u8; 1];
+            let ok = matches!(rustix::io::read(&read, &mut byte), Ok(1));
+            std::process::exit(if ok { 0 } else { 1 });
+        }
+    }
+}
+
+fn signal_ready(fd: rustix::fd::OwnedFd) {
+    let _ = rustix::io::write(&fd, b"1");
+}
+
+impl Daemon {
+    fn serve(&mut self, control: &Listener) -> io::Result<()> {
+        loop {
+            let mut fds = [
+                PollFd::new(&self.kernel, PollFlags::IN),
+                PollFd::new(control.as_listener(), PollFlags::IN),
+            ];
+            match poll(&mut fds, None) {
+                Ok(_) => {}
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+            let kernel_ready = !fds[0].revents().is_empty();
+            let control_ready = !fds[1].revents().is_empty();
+            if kernel_ready {
+                self.drain_kernel()?;
+            }
+            if control_ready && self.handle_control(control)? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Reads every message the kernel has queued for us.
+    fn drain_kernel(&mut self) -> io::Result<()> {
+        loop {
+            match self.kernel.recv()? {
+                Received::Event(ev) => {
+                    let job = Job::new(ev, Source::Kernel);
+                    self.queue.push(job.keys(), job);
+                }
+                Received::Rejected(why) => {
+                    self.rejected += 1;
+                    log::warn!("dropped a uevent: {why}");
+                }
+                Received::Overflow => {
+                    self.overflows += 1;
+                    log::warn!(
+                        "kernel uevents were lost (receive buffer overrun); rescanning sysfs"
+                    );
+                    self.processor
+                        .journal
+                        .mark("overflow", "receive buffer overrun");
+                    // Read what is still queued first, so the rescan sees
+                    // the newest state and nothing is processed twice.
+                    self.drain_after_overflow()?;
+                    self.rescan();
+                }
+                Received::WouldBlock => return Ok(()),
+            }
+        }
+    }
+
+    fn drain_after_overflow(&mut self) -> io::Result<()> {
+        loop {
+            match self.kernel.recv()? {
+                Received::Event(ev) => {
+                    let job = Job::new(ev, Source::Kernel);
+                    self.queue.push(job.keys(), job);
+                }
+                Received::Rejected(why) => log::warn!("dropped a uevent: {why}"),
+                Received::Overflow => continue,
+                Received::WouldBlock => return Ok(()),
+            }
+        }
+    }
+
+    /// Processes every existing device, parents first.
+    fn coldplug(&mut self, how: Coldplug) {
+        let journal = self.processor.journal.clone();
+        journal.mark("coldplug-start", format!("{how:?}").to_lowercase());
+        let t = Instant::now();
+        let count = match how {
+            Coldplug::Read => self.synthesize_all(Source::Coldplug, &HashSet::new()),
+            Coldplug::Trigger => {
+                let n = crate::trigger::write_all(&self.sysfs, Action::Add, None);
+                if let Err(e) = self.drain_kernel() {
+                    log::warn!("reading uevents: {e}");
+                }
+                n
+            }
+        };
+        log::info!(
+            "coldplug ({how:?}) queued {count} devices in {:?}",
+            t.elapsed()
+        );
+        journal.mark("coldplug-end", count.to_string());
+    }
+
+    /// Queues a synthesised `add` for every device in sysfs whose devpath
+    /// is not in `skip`. Returns how many were queued.
+    fn synthesize_all(&self, source: Source, skip: &HashSet<Box<[u8]>>) -> usize {
+        let mut queued = 0;
+        let mut push = |devpath: &[u8]| {
+            if skip.contains(devpath) {
+                return;
+            }
+            match self.sysfs.read_event(Action::Add, devpath) {
+                Ok(ev) if ev.subsystem().is_some() => {
+                    let job = Job::new(ev, source);
+                    self.queue.push(job.keys(), job);
+                    queued += 1;
+                }
+                Ok(_) => {}
+                // Gone since the directory was listed, or unreadable.
+                Err(e) => log::debug!("{}: {e}", String::from_utf8_lossy(devpath)),
+            }
+        };
+        if let Err(e) = walk_subsystems(&self.sysfs, |v| push(v.devpath)) {
+            log::warn!("walking subsystems: {e}");
+        }
+        if let Err(e) = walk_devices(&self.sysfs, |v| push(v.devpath)) {
+            log::warn!("walking devices: {e}");
+        }
+        queued
+    }
+
+    /// After lost events: add what appeared, remove what went, leave alone
+    /// what uevd already knows as it is.
+    fn rescan(&mut self) {
+        let journal = self.processor.journal.clone();
+        journal.mark("rescan-start", "");
+        let t = Instant::now();
+        let known = self.processor.known_devices();
+        let mut unchanged: HashSet<Box<[u8]>> = HashSet::new();
+        let mut present: HashSet<Box<[u8]>> = HashSet::new();
+        let _ = walk_devices(&self.sysfs, |v| {
+            present.insert(v.devpath.into());
+        });
+        let _ = walk_subsystems(&self.sysfs, |v| {
+            present.insert(v.devpath.into());
+        });
+        for (devpath, k) in &known {
+            if present.contains(devpath) && still_same(&self.sysfs, devpath, k) {
+                unchanged.insert(devpath.clone());
+            }
+        }
+        let added = self.synthesize_all(Source::Rescan, &unchanged);
+        let mut removed = 0;
+        for (devpath, k) in known.iter().filter(|(p, _)| !present.contains(*p)) {
+            if let Some(ev) = removal_event(devpath, k) {
+                let job = Job::new(ev, Source::Rescan);
+                self.queue.push(job.keys(), job);
+                removed += 1;
+            }
+        }
+        log::info!(
+            "rescan queued {added} adds and {removed} removes in {:?}",
+            t.elapsed()
+        );
+        journal.mark("rescan-end", format!("added={added} removed={removed}"));
+    }
+
+    /// Serves one control connection; true when asked to exit.
+    fn handle_control(&mut self, control: &Listener) -> io::Result<bool> {
+        let mut conn = match control.accept() {
+            Ok(c) => c,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) => {
+                log::warn!("control socket: {e}");
+                return Ok(false);
+            }
+        };
+        let request = match conn.request() {
+            Ok(r) => r,
+            Err(why) => {
+                log::warn!("control request refused: {why}");
+                conn.reply(&Reply::Error(why));
+                return Ok(false);
+            }
+        };
+        log::debug!("control: {request}");
+        match request {
+            Request::Ping => conn.reply(&Reply::Ok(String::new())),
+            Request::Settle(timeout) => {
+                // Everything the kernel sent before this request is in our
+                // socket buffer now: queue it, then wait for all of it.
+                self.drain_kernel()?;
+                let last = self.queue.last_id();
+                let queue = self.queue.clone();
+                let journal = self.processor.journal.clone();
+                journal.mark("settle-request", last.to_string());
+                std::thread::spawn(move || {
+                    let reply = match queue.settle(last, timeout) {
+                        Completion::Done => Reply::Ok(String::new()),
+                        Completion::TimedOut { pending } => Reply::Timeout(pending),
+                    };
+                    journal.mark("settle-done", reply.to_string());
+                    conn.reply(&reply);
+                });
+            }
+            Request::Reload => {
+                // Rules and configuration are not cached yet, so there is
+                // nothing stale to drop.
+                conn.reply(&Reply::Ok("nothing cached".into()))
+            }
+            Request::Exit => {
+                conn.reply(&Reply::Ok(String::new()));
+                return Ok(true);
+            }
+            Request::LogLevel(level) => {
+                crate::log::set_level(level);
+                conn.reply(&Reply::Ok(String::new()));
+            }
+            Request::Status => {
+                let (pending, running) = self.queue.status();
+                let p = &self.processor;
+                conn.reply(&Reply::Ok(format!(
+                    "pending={pending} running={running} processed={} failed={} rejected={} overflows={} known={} uptime_ms={} control={}",
+                    p.processed.load(std::sync::atomic::Ordering::Relaxed),
+                    p.failed.load(std::sync::atomic::Ordering::Relaxed),
+                    self.rejected,
+                    self.overflows,
+                    p.known_devices().len(),
+                    self.started.elapsed().as_millis(),
+                    self.roots.control().display(),
+                )));
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// Whether a known device still has the number and interface index uevd
+/// processed it with (a device removed and re-added while events were lost
+/// may not).
+fn still_same(sysfs: &Sysfs, devpath: &[u8], k: &Known) -> bool {
+    match sysfs.read_event(Action::Add, devpath) {
+        Ok(ev) => ev.devnum() == k.devnum && ev.ifindex() == k.ifindex,
+        Err(_) => false,
+    }
+}
+
+/// The `remove` the kernel would have sent for a device that is gone.
+fn removal_event(devpath: &[u8], k: &Known) -> Option<uevd_uevent::Uevent> {
+    let mut file = Vec::new();
+    if let Some((major, minor)) = k.devnum {
+        file.extend_from_slice(format!("MAJOR={major}\nMINOR={minor}\n").as_bytes());
+    }
+    if let Some(name) = &k.devname {
+        file.extend_from_slice(b"DEVNAME=");
+        file.extend_from_slice(name);
+        file.push(b'\n');
+    }
+    if let Some(i) = k.ifindex {
+        file.extend_from_slice(format!("IFINDEX={i}\n").as_bytes());
+    }
+    uevd_uevent::Uevent::synthesize(Action::Remove, devpath, Some(&k.subsystem), &file, &[]).ok()
+}

@@ -1,0 +1,94 @@
+//! uevd: a Linux device manager.
+
+mod control;
+mod daemon;
+mod event;
+mod log;
+mod monitor;
+mod settle;
+mod trigger;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use uevd_control::Level;
+
+/// Where uevd finds the system; every path can be moved for tests.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Roots {
+    /// The sysfs mount.
+    #[arg(long, default_value = "/sys", global = true, value_name = "DIR")]
+    pub sys: PathBuf,
+    /// The device directory.
+    #[arg(long, default_value = "/dev", global = true, value_name = "DIR")]
+    pub dev: PathBuf,
+    /// The runtime directory holding udev/ (database) and uevd/ (control
+    /// socket, timeline).
+    #[arg(long, default_value = "/run", global = true, value_name = "DIR")]
+    pub run: PathBuf,
+}
+
+impl Roots {
+    pub fn udev_dir(&self) -> PathBuf {
+        self.run.join("udev")
+    }
+
+    pub fn uevd_dir(&self) -> PathBuf {
+        self.run.join("uevd")
+    }
+
+    pub fn control(&self) -> PathBuf {
+        self.uevd_dir().join("control")
+    }
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "uevd",
+    version,
+    about = "A Linux device manager",
+    propagate_version = true
+)]
+struct Cli {
+    #[command(flatten)]
+    roots: Roots,
+    #[command(subcommand)]
+    command: Command,
+}
+
+pub(crate) fn parse_level(s: &str) -> Result<Level, String> {
+    Level::parse(s).ok_or_else(|| format!("unknown log level '{s}'"))
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the device manager.
+    Daemon(daemon::Options),
+    /// Ask the kernel to resend events for existing devices.
+    Trigger(trigger::Options),
+    /// Wait until every queued event has been processed.
+    Settle(settle::Options),
+    /// Print kernel events and processed events as they happen.
+    Monitor(monitor::Options),
+    /// Talk to the running daemon.
+    Control(control::Options),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    log::init(Level::Info);
+    let result = match cli.command {
+        Command::Daemon(o) => daemon::run(&cli.roots, o),
+        Command::Trigger(o) => trigger::run(&cli.roots, o),
+        Command::Settle(o) => settle::run(&cli.roots, o),
+        Command::Monitor(o) => monitor::run(o),
+        Command::Control(o) => control::run(&cli.roots, o),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            ::log::error!("{e}");
+            ExitCode::from(1)
+        }
+    }
+}

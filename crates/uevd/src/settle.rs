@@ -1,0 +1,60 @@
+//! `uevd settle`: wait until the daemon has processed every event.
+
+use crate::Roots;
+use std::io;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use uevd_control::{call, Reply, Request};
+
+/// Exit code when the timeout passes with events still pending.
+pub const EXIT_TIMEOUT: u8 = 1;
+/// Exit code when the daemon cannot be asked.
+pub const EXIT_ERROR: u8 = 2;
+
+#[derive(clap::Args, Debug)]
+pub struct Options {
+    /// Seconds to wait at most (0: only check).
+    #[arg(short = 't', long, default_value_t = 120.0)]
+    timeout: f64,
+    /// Stop waiting as soon as this file exists.
+    #[arg(short = 'E', long, value_name = "FILE")]
+    exit_if_exists: Option<PathBuf>,
+}
+
+pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
+    if let Some(f) = &o.exit_if_exists {
+        if f.exists() {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    wait(roots, Duration::from_secs_f64(o.timeout.max(0.0)))
+}
+
+/// Asks the daemon to answer once every event it has received is done.
+pub fn wait(roots: &Roots, timeout: Duration) -> io::Result<ExitCode> {
+    let path = roots.control();
+    // The daemon answers a timed-out settle itself; give the reply time to
+    // travel.
+    let grace = timeout + Duration::from_secs(5);
+    match call(&path, &Request::Settle(timeout), grace) {
+        Ok(Reply::Ok(_)) => Ok(ExitCode::SUCCESS),
+        Ok(Reply::Timeout(pending)) => {
+            log::error!("timed out after {timeout:?} with {pending} events pending");
+            Ok(ExitCode::from(EXIT_TIMEOUT))
+        }
+        Ok(Reply::Error(e)) => {
+            log::error!("daemon refused: {e}");
+            Ok(ExitCode::from(EXIT_ERROR))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            // As udevadm: no device manager running means nothing to wait for.
+            log::info!("no daemon at {}: nothing to wait for", path.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            log::error!("{}: {e}", path.display());
+            Ok(ExitCode::from(EXIT_ERROR))
+        }
+    }
+}

@@ -1,0 +1,442 @@
+//! uevd on the real kernel: real veth, bridge and loop devices in private
+//! namespaces, a scratch /dev and /run, the real uevd binary.
+//!
+//! Non-network devices (loop) are announced to every network namespace, so
+//! these tests run one at a time and each checks only its own devices.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+use uevd_lab::{delete_veth_pairs, veth_pairs, Lab};
+use uevd_timeline::read::{Event, Journal};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn uevd() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_uevd"))
+}
+
+fn netlab() -> std::path::PathBuf {
+    // Built beside uevd by the same `cargo test`.
+    Path::new(env!("CARGO_BIN_EXE_uevd")).with_file_name("uevd-netlab")
+}
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn journal(lab: &Lab) -> Journal {
+    Journal::load(&lab.run().join("uevd/timeline.jsonl")).expect("timeline journal")
+}
+
+fn net_ids(lab: &Lab) -> BTreeSet<String> {
+    lab.db_ids()
+        .into_iter()
+        .filter(|i| i.starts_with('n'))
+        .collect()
+}
+
+/// The database ids every interface in the lab should have. `lo` exists
+/// before uevd starts, so only a coldplug, trigger or rescan processes it.
+fn expected_net_ids(lab: &Lab, with_lo: bool) -> BTreeSet<String> {
+    lab.interfaces()
+        .unwrap()
+        .into_iter()
+        .filter(|(_, name)| with_lo || name != "lo")
+        .map(|(i, _)| format!("n{i}"))
+        .collect()
+}
+
+fn status(lab: &Lab) -> BTreeMap<String, String> {
+    lab.status(uevd()).unwrap().into_iter().collect()
+}
+
+#[test]
+fn thousand_veth_pairs_come_and_go_leaving_nothing_behind() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    lab.ip_batch(&veth_pairs("t", 1000)).unwrap();
+    lab.settle(uevd()).unwrap();
+    let expected = expected_net_ids(&lab, false);
+    assert_eq!(expected.len(), 2000);
+    assert_eq!(
+        net_ids(&lab),
+        expected,
+        "every interface has its database entry"
+    );
+    assert!(!lab.run().join("udev/queue").exists());
+
+    lab.ip_batch(&delete_veth_pairs("t", 1000)).unwrap();
+    lab.settle(uevd()).unwrap();
+    assert!(net_ids(&lab).is_empty(), "left behind: {:?}", net_ids(&lab));
+    assert!(!lab.run().join("udev/queue").exists());
+    let st = status(&lab);
+    assert_eq!(st["pending"], "0");
+    assert_eq!(st["failed"], "0");
+    let log = daemon.stop(&lab).unwrap();
+    let j = journal(&lab);
+    let adds = j
+        .events
+        .iter()
+        .filter(|e| e.subsystem == "net" && e.action == "add")
+        .count();
+    let removes = j
+        .events
+        .iter()
+        .filter(|e| e.subsystem == "net" && e.action == "remove")
+        .count();
+    assert_eq!((adds, removes), (2000, 2000), "log: {log}");
+    assert!(j.events.iter().all(|e| e.result == "ok"));
+}
+
+fn conflicts(a: &Event, b: &Event) -> bool {
+    let under =
+        |x: &str, y: &str| x == y || (x.starts_with(y) && x.as_bytes().get(y.len()) == Some(&b'/'));
+    under(&a.devpath, &b.devpath) || under(&b.devpath, &a.devpath)
+}
+
+#[test]
+fn parents_before_children_and_each_interface_in_order() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    // Create, rename, move into a bridge, and delete, interleaved across
+    // many interfaces so the queue has plenty to reorder.
+    let mut cmds = veth_pairs("o", 200);
+    cmds.push("link add obr type bridge".into());
+    for i in 0..200 {
+        cmds.push(format!("link set oa{i} name ren{i}"));
+        cmds.push(format!("link set ren{i} master obr"));
+    }
+    for i in (0..200).step_by(2) {
+        cmds.push(format!("link del ren{i}"));
+    }
+    lab.ip_batch(&cmds).unwrap();
+    lab.settle(uevd()).unwrap();
+    daemon.stop(&lab).unwrap();
+    let j = journal(&lab);
+    let events: Vec<&Event> = j.events.iter().filter(|e| e.source == "kernel").collect();
+    assert!(
+        events.iter().any(|e| e.action == "move"),
+        "renames produce move events"
+    );
+    // Index events by devpath component so the check stays near-linear.
+    let mut by_top: BTreeMap<String, Vec<&Event>> = BTreeMap::new();
+    for e in &events {
+        let key = e.devpath.split('/').take(5).collect::<Vec<_>>().join("/");
+        by_top.entry(key).or_default().push(e);
+    }
+    let mut checked = 0;
+    for group in by_top.values() {
+        for (i, a) in group.iter().enumerate() {
+            for b in &group[i + 1..] {
+                let (first, second) = if a.id < b.id { (a, b) } else { (b, a) };
+                if conflicts(first, second) {
+                    checked += 1;
+                    assert!(
+                        second.started >= first.finished,
+                        "{} {} (#{}) started before {} {} (#{}) finished",
+                        second.action,
+                        second.devpath,
+                        second.id,
+                        first.action,
+                        first.devpath,
+                        first.id
+                    );
+                }
+            }
+        }
+    }
+    assert!(checked > 1000, "only {checked} dependent pairs seen");
+    // Same interface across renames: kernel order is processing order.
+    let mut by_seq: Vec<&&Event> = events.iter().filter(|e| e.subsystem == "net").collect();
+    by_seq.sort_by_key(|e| e.seqnum);
+    let mut last_finish: BTreeMap<String, u64> = BTreeMap::new();
+    for e in by_seq {
+        let name = e
+            .devpath
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .trim_start_matches("ren")
+            .trim_start_matches("oa")
+            .to_string();
+        if let Some(&f) = last_finish.get(&name) {
+            assert!(
+                e.started >= f,
+                "interface {name}: {} started before the previous event finished",
+                e.action
+            );
+        }
+        last_finish.insert(name, e.finished);
+    }
+    assert_eq!(net_ids(&lab), expected_net_ids(&lab, false));
+}
+
+#[test]
+fn forged_uevents_are_dropped_and_logged() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    let forge = |extra: &[&str]| {
+        lab.command(netlab())
+            .args(["forge", "--devpath", "/devices/virtual/block/forged"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let port = daemon.pid().to_string();
+    // Root multicasting into the kernel's group from a userspace port.
+    let out = forge(&[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A plain user cannot send on this protocol at all: the kernel says no.
+    let out = forge(&["--port", &port, "--uid", "65534"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not permitted"));
+    // A non-root user holding CAP_NET_ADMIN can: uevd must drop it.
+    let out = forge(&["--port", &port, "--uid", "65534", "--keep-net-admin"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lab.ip_batch(&veth_pairs("f", 1)).unwrap();
+    lab.settle(uevd()).unwrap();
+    let st = status(&lab);
+    let log = daemon.stop(&lab).unwrap();
+    assert_eq!(st["rejected"], "2", "log: {log}");
+    let dropped = log
+        .matches("dropped a uevent: sent by userspace port")
+        .count();
+    assert_eq!(dropped, 2, "{log}");
+    assert!(!lab.dev().join("sda").exists());
+    assert!(!lab.db_ids().iter().any(|i| i == "b8:0"));
+    assert_eq!(net_ids(&lab).len(), 2, "real events still processed");
+}
+
+#[test]
+fn lost_events_are_recovered_by_a_rescan() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    // Some interfaces exist before, and will be deleted while events are
+    // being lost.
+    let daemon = lab.start_uevd(uevd(), &["--receive-buffer", "1"]).unwrap();
+    lab.ip_batch(&veth_pairs("early", 20)).unwrap();
+    lab.settle(uevd()).unwrap();
+    assert!(net_ids(&lab).is_superset(&expected_net_ids(&lab, false)));
+    daemon.signal(rustix::process::Signal::STOP).unwrap();
+    lab.ip_batch(&veth_pairs("flood", 300)).unwrap();
+    lab.ip_batch(&delete_veth_pairs("early", 20)).unwrap();
+    daemon.signal(rustix::process::Signal::CONT).unwrap();
+    lab.settle(uevd()).unwrap();
+    let st = status(&lab);
+    let log = daemon.stop(&lab).unwrap();
+    assert_ne!(
+        st["overflows"], "0",
+        "the flood must overrun the buffer: {log}"
+    );
+    assert!(log.contains("rescanning sysfs"), "{log}");
+    assert_eq!(net_ids(&lab), expected_net_ids(&lab, true), "{log}");
+    assert_eq!(net_ids(&lab).len(), 601);
+    let j = journal(&lab);
+    assert!(j.marks.iter().any(|m| m.name == "rescan-end"));
+    assert!(j
+        .events
+        .iter()
+        .any(|e| e.source == "rescan" && e.action == "remove"));
+}
+
+#[test]
+fn killed_mid_storm_then_trigger_and_settle_miss_nothing() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    let storm = {
+        let cmds = veth_pairs("k", 400);
+        let file = lab.root().join("storm");
+        std::fs::write(lab.outside(&file), cmds.join("\n") + "\n").unwrap();
+        lab.command("ip").arg("-batch").arg(&file).spawn().unwrap()
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    daemon.kill();
+    let mut storm = storm;
+    assert!(storm.wait().unwrap().success());
+    let before = net_ids(&lab).len();
+    assert!(
+        before < 800,
+        "the kill should have landed mid-storm ({before} done)"
+    );
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    let out = lab
+        .uevd(
+            uevd(),
+            &["trigger", "--action", "add", "--subsystem-match", "net"],
+        )
+        .unwrap();
+    assert!(out.status.success());
+    lab.settle(uevd()).unwrap();
+    assert_eq!(net_ids(&lab), expected_net_ids(&lab, true));
+    let j = journal(&lab);
+    let uuids: BTreeSet<_> = j
+        .events
+        .iter()
+        .filter_map(|e| e.synth_uuid.clone())
+        .collect();
+    assert_eq!(uuids.len(), 1, "one trigger run, one synthetic UUID");
+    daemon.stop(&lab).unwrap();
+}
+
+#[test]
+fn coldplug_processes_devices_that_existed_before_start() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    lab.ip_batch(&veth_pairs("c", 50)).unwrap();
+    for how in ["read", "trigger"] {
+        let daemon = lab.start_uevd(uevd(), &["--coldplug", how]).unwrap();
+        lab.settle(uevd()).unwrap();
+        assert_eq!(
+            net_ids(&lab),
+            expected_net_ids(&lab, true),
+            "coldplug={how}"
+        );
+        daemon.stop(&lab).unwrap();
+        let j = journal(&lab);
+        let source = if how == "read" { "coldplug" } else { "kernel" };
+        assert!(
+            j.events.iter().filter(|e| e.source == source).count() >= 100,
+            "{how}"
+        );
+        std::fs::remove_dir_all(lab.run().join("udev")).unwrap();
+    }
+}
+
+#[test]
+fn block_device_nodes_and_links_follow_the_device() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    // A high loop number nobody else uses.
+    let n = 400 + (std::process::id() % 100) as i32;
+    let add = lab
+        .command(netlab())
+        .args(["loop-add", &n.to_string()])
+        .output()
+        .unwrap();
+    if !add.status.success() {
+        eprintln!(
+            "skipped: no loop-control here: {}",
+            String::from_utf8_lossy(&add.stderr)
+        );
+        return;
+    }
+    lab.settle(uevd()).unwrap();
+    let node = lab.dev().join(format!("loop{n}"));
+    let meta = std::fs::symlink_metadata(&node).expect("node created");
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    assert!(meta.file_type().is_block_device());
+    assert_eq!(meta.rdev(), rustix::fs::makedev(7, n as u32));
+    assert_eq!(meta.mode() & 0o777, 0o600, "no rules: the kernel's default");
+    let link = lab.dev().join(format!("block/7:{n}"));
+    assert_eq!(
+        std::fs::read_link(&link).unwrap(),
+        Path::new(&format!("../loop{n}"))
+    );
+    assert!(lab.db_ids().contains(&format!("b7:{n}")));
+    let rm = lab
+        .command(netlab())
+        .args(["loop-remove", &n.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        rm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rm.stderr)
+    );
+    lab.settle(uevd()).unwrap();
+    assert!(!node.exists() && std::fs::symlink_metadata(&link).is_err());
+    assert!(!lab.db_ids().contains(&format!("b7:{n}")));
+    daemon.stop(&lab).unwrap();
+}
+
+#[test]
+fn monitor_prints_kernel_and_processed_events() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    let monitor = lab
+        .command(uevd())
+        .args([
+            "monitor",
+            "--property",
+            "--subsystem-match",
+            "net",
+            "--count",
+            "4",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    lab.ip_batch(&veth_pairs("m", 1)).unwrap();
+    let out = monitor.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches("\nKERNEL[").count(), 2, "{text}");
+    assert_eq!(text.matches("\nUDEV  [").count(), 2, "{text}");
+    assert!(
+        text.contains("USEC_INITIALIZED="),
+        "processed events carry their init time: {text}"
+    );
+    assert!(text.contains("INTERFACE=ma0") && text.contains("INTERFACE=mb0"));
+    daemon.stop(&lab).unwrap();
+}
+
+#[test]
+fn trigger_filters_and_dry_run() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    lab.ip_batch(&veth_pairs("g", 3)).unwrap();
+    lab.sh("ip link add gbr type bridge").unwrap();
+    let list = |args: &[&str]| -> Vec<String> {
+        let mut a = vec!["trigger", "--dry-run"];
+        a.extend_from_slice(args);
+        let out = lab.uevd(uevd(), &a).unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.rsplit('/').next().unwrap().to_string())
+            .collect()
+    };
+    let net = list(&["--subsystem-match", "net"]);
+    assert_eq!(net.len(), 8, "{net:?}"); // lo, 6 veth, bridge
+    assert_eq!(
+        list(&["--subsystem-match", "net", "--sysname-match", "ga*"]),
+        ["ga0", "ga1", "ga2"]
+    );
+    assert_eq!(
+        list(&[
+            "--subsystem-match",
+            "net",
+            "--attr-match",
+            "bridge/stp_state"
+        ]),
+        ["gbr"]
+    );
+    assert_eq!(
+        list(&["--subsystem-match", "net", "--attr-match", "ifindex=1"]),
+        ["lo"]
+    );
+    let not_ga = list(&["--subsystem-match", "net", "--subsystem-nomatch", "net"]);
+    assert!(not_ga.is_empty());
+    let subsystems = list(&["--type", "subsystems"]);
+    assert!(
+        subsystems
+            .iter()
+            .any(|s| s == "net" || s == "pci" || s == "virtio"),
+        "{subsystems:?}"
+    );
+}
