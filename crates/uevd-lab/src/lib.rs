@@ -152,10 +152,21 @@ impl Lab {
     /// Starts uevd's daemon in the foreground inside the lab, logging to a
     /// file.
     pub fn start_uevd(&self, uevd: &Path, args: &[&str]) -> io::Result<Daemon> {
+        self.start_uevd_with(uevd, &[], args)
+    }
+
+    /// Like [`Lab::start_uevd`], with global options (`--sys`) first.
+    pub fn start_uevd_with(
+        &self,
+        uevd: &Path,
+        global: &[&str],
+        args: &[&str],
+    ) -> io::Result<Daemon> {
         let log = self.root.join(format!("uevd.{}.log", uevd_nanos()));
         let child = self
             .command(uevd)
             .args(self.uevd_roots())
+            .args(global)
             .arg("daemon")
             .args(args)
             .stdin(Stdio::null())
@@ -376,5 +387,26 @@ pub fn forge_uevent(devpath: &str, port: Option<u32>) -> io::Result<()> {
         None => SocketAddrNetlink::new(0, 1),
     };
     sendto(&fd, msg.as_bytes(), SendFlags::empty(), &dest)?;
+    Ok(())
+}
+
+/// Builds a sysfs-shaped tree of `n` character devices below `root`, for
+/// scale tests only (real tests use the real sysfs): devices
+/// `/devices/fake/busB/fakeN`, 1000 to a bus, each with a `uevent` file and
+/// a `subsystem` link, and `kernel/uevent_seqnum`.
+pub fn fake_sysfs(root: &Path, n: usize) -> io::Result<()> {
+    let class = root.join("class/fake");
+    std::fs::create_dir_all(&class)?;
+    std::fs::create_dir_all(root.join("kernel"))?;
+    std::fs::write(root.join("kernel/uevent_seqnum"), "1\n")?;
+    for i in 0..n {
+        let dir = root.join(format!("devices/fake/bus{}/fake{i}", i / 1000));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(
+            dir.join("uevent"),
+            format!("MAJOR=240\nMINOR={i}\nDEVNAME=fake/fake{i}\nDEVMODE=0660\n"),
+        )?;
+        std::os::unix::fs::symlink("../../../../class/fake", dir.join("subsystem"))?;
+    }
     Ok(())
 }

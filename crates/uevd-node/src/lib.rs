@@ -175,12 +175,20 @@ impl DevDir {
     /// out whether the kernel manages its nodes (devtmpfs).
     pub fn open(path: impl Into<PathBuf>) -> io::Result<DevDir> {
         let path = path.into();
+        let devtmpfs = is_devtmpfs(&path);
+        DevDir::open_as(path, devtmpfs)
+    }
+
+    /// Opens a /dev whose nodes the kernel creates (`devtmpfs` true) or
+    /// uevd creates, whatever the mount says: for a /dev populated by other
+    /// means, and for tests.
+    pub fn open_as(path: impl Into<PathBuf>, devtmpfs: bool) -> io::Result<DevDir> {
+        let path = path.into();
         let fd = rfs::open(
             &path,
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )?;
-        let devtmpfs = is_devtmpfs(&path);
         Ok(DevDir {
             path,
             fd,
@@ -617,6 +625,52 @@ mod tests {
         }
         let vm = std::fs::metadata(&victim).unwrap();
         assert_eq!(vm.permissions().mode() & 0o777, 0o600);
+    }
+
+    #[test]
+    fn with_devtmpfs_nodes_are_only_adjusted_never_made_or_removed() {
+        if !root() {
+            eprintln!("skipped: mknod needs root");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let dev = DevDir::open_as(tmp.path(), true).unwrap();
+        let n = node(b"null0");
+        let perms = Permissions {
+            uid: Some(0),
+            gid: Some(5),
+            mode: Some(0o620),
+        };
+        // The kernel has not made it (the device is already gone): leave it.
+        assert_eq!(dev.apply_node(&n, perms).unwrap(), NodeChange::Missing);
+        assert!(std::fs::symlink_metadata(tmp.path().join("null0")).is_err());
+        // The kernel made it: only owner and mode change.
+        rfs::mknodat(
+            CWD,
+            tmp.path().join("null0").as_path(),
+            FileType::CharacterDevice,
+            Mode::from_raw_mode(0o600),
+            makedev(1, 3),
+        )
+        .unwrap();
+        assert_eq!(dev.apply_node(&n, perms).unwrap(), NodeChange::Updated);
+        let m = std::fs::symlink_metadata(tmp.path().join("null0")).unwrap();
+        assert_eq!((m.gid(), m.mode() & 0o7777), (5, 0o620));
+        // A node of another device under that name is not uevd's to touch.
+        let other = Node {
+            minor: 9,
+            ..n.clone()
+        };
+        assert!(matches!(
+            dev.apply_node(&other, perms),
+            Err(NodeError {
+                kind: NodeErrorKind::Planted,
+                ..
+            })
+        ));
+        // Removal is the kernel's job.
+        assert!(!dev.remove_node(&n).unwrap());
+        assert!(tmp.path().join("null0").exists());
     }
 
     #[test]

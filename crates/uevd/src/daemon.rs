@@ -53,6 +53,10 @@ pub struct Options {
     /// Largest timeline journal, in bytes.
     #[arg(long, default_value_t = 256 << 20, value_name = "BYTES")]
     timeline_max: u64,
+    /// Append log messages to this file instead of stderr (with --daemon
+    /// the default is the kernel log, /dev/kmsg).
+    #[arg(long, value_name = "FILE")]
+    log_file: Option<PathBuf>,
     /// error, warning, info or debug.
     #[arg(long, default_value = "info", value_parser = crate::parse_level)]
     log_level: uevd_control::Level,
@@ -89,7 +93,24 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
     let udev_control = bind_udev_control(&udev_dir.join("control"));
     let dev = DevDir::open(&roots.dev)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", roots.dev.display())))?;
+    let log_target = match &opts.log_file {
+        Some(f) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(f)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", f.display())))?,
+        ),
+        None if opts.daemon => std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/kmsg")
+            .ok(),
+        None => None,
+    };
     let ready = if opts.daemon { Some(detach()?) } else { None };
+    if let Some(f) = &log_target {
+        let _ = rustix::stdio::dup2_stderr(f);
+    }
 
     let timeline = match &opts.timeline {
         Some(p) if p.as_os_str() == "none" => None,
@@ -199,8 +220,16 @@ fn detach() -> io::Result<rustix::fd::OwnedFd> {
         0 => {
             drop(read);
             let _ = rustix::process::setsid();
-            if let Ok(null) = std::fs::OpenOptions::new().read(true).open("/dev/null") {
+            // Let go of the caller's terminal and pipes: whoever started us
+            // may be waiting for them to close.
+            if let Ok(null) = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/null")
+            {
                 let _ = rustix::stdio::dup2_stdin(&null);
+                let _ = rustix::stdio::dup2_stdout(&null);
+                let _ = rustix::stdio::dup2_stderr(&null);
             }
             Ok(write)
         }
@@ -430,7 +459,7 @@ impl Daemon {
                     p.failed.load(std::sync::atomic::Ordering::Relaxed),
                     self.rejected,
                     self.overflows,
-                    p.known_devices().len(),
+                    p.known_count(),
                     self.started.elapsed().as_millis(),
                     self.roots.control().display(),
                 )));

@@ -154,6 +154,11 @@ impl Processor {
         self.known.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// How many devices uevd knows now.
+    pub fn known_count(&self) -> usize {
+        self.known().len()
+    }
+
     /// Devices processed and not removed, by devpath: what a rescan
     /// compares sysfs with.
     pub fn known_devices(&self) -> HashMap<Box<[u8]>, Known> {
@@ -261,16 +266,20 @@ impl Processor {
     fn update(&self, dev: &Device, clock: &mut Clock) -> Result<Properties, String> {
         let id = Self::device_id(dev);
         let ev = dev.event();
-        if ev.action() == Action::Move {
-            if let Some(old) = ev.devpath_old() {
-                if let Some(k) = self.known().remove(old) {
-                    if k.id != id {
-                        let _ = self.db.remove(&k.id);
-                    }
+        // A renamed device keeps what uevd knew of it under its old path.
+        let moved = match (ev.action(), ev.devpath_old()) {
+            (Action::Move, Some(old)) => self.known().remove(old),
+            _ => None,
+        };
+        let previous = match moved {
+            Some(k) => {
+                if k.id != id {
+                    let _ = self.db.remove(&k.id);
                 }
+                Some(k.record)
             }
-        }
-        let previous = self.previous(dev.devpath(), &id);
+            None => self.previous(dev.devpath(), &id),
+        };
         clock.step("device");
         let node = Self::node_of(dev);
         let mut errors = Vec::new();

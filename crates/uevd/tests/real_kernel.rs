@@ -440,3 +440,40 @@ fn trigger_filters_and_dry_run() {
         "{subsystems:?}"
     );
 }
+
+#[test]
+fn daemon_mode_detaches_once_ready_and_exits_on_request() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let log = lab.root().join("daemon.log");
+    let log_arg = log.display().to_string();
+    let out = lab
+        .uevd(uevd(), &["daemon", "--daemon", "--log-file", &log_arg])
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Ready means listening: an interface created right away is processed.
+    assert!(lab.run().join("uevd/control").exists());
+    lab.ip_batch(&veth_pairs("d", 1)).unwrap();
+    lab.settle(uevd()).unwrap();
+    assert_eq!(net_ids(&lab), expected_net_ids(&lab, false));
+    assert!(
+        lab.run().join("udev/control").exists(),
+        "libudev sees a manager"
+    );
+    let out = lab.uevd(uevd(), &["control", "--exit"]).unwrap();
+    assert!(out.status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while lab.run().join("uevd/control").exists() {
+        assert!(std::time::Instant::now() < deadline, "daemon did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!lab.run().join("udev/control").exists());
+    let logged = std::fs::read_to_string(lab.outside(&log)).unwrap();
+    assert!(logged.contains("listening:"), "{logged}");
+    // With nobody to answer, settle has nothing to wait for.
+    lab.settle(uevd()).unwrap();
+}

@@ -20,6 +20,8 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: uevd-netlab demo [--uevd PATH] [--pairs N]\n       \
          uevd-netlab bench [--uevd PATH] [--counts N,N,...] [--runs R]\n       \
+         uevd-netlab coldplug [--uevd PATH] [--counts N,N,...] [--runs R]\n       \
+         uevd-netlab scale [--uevd PATH] [--counts N,N,...]\n       \
          uevd-netlab forge --devpath P [--port N] [--uid U [--keep-net-admin]]\n       \
          uevd-netlab loop-add N | loop-remove N"
     );
@@ -56,15 +58,19 @@ fn main() -> ExitCode {
         ),
         "bench" => bench(
             &uevd_path(&args),
-            &arg(&args, "--counts")
-                .unwrap_or("1000,10000")
-                .split(',')
-                .filter_map(|n| n.parse().ok())
-                .collect::<Vec<usize>>(),
+            &counts(&args, "1000,10000"),
             arg(&args, "--runs")
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(3),
         ),
+        "coldplug" => coldplug(
+            &uevd_path(&args),
+            &counts(&args, "1000,10000"),
+            arg(&args, "--runs")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(3),
+        ),
+        "scale" => scale(&uevd_path(&args), &counts(&args, "1000,10000,100000")),
         "forge" => forge(&args),
         "loop-add" | "loop-remove" => {
             loop_ctl(cmd == "loop-add", args.get(1).and_then(|n| n.parse().ok()))
@@ -78,6 +84,14 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+fn counts(args: &[String], default: &str) -> Vec<usize> {
+    arg(args, "--counts")
+        .unwrap_or(default)
+        .split(',')
+        .filter_map(|n| n.parse().ok())
+        .collect()
 }
 
 fn forge(args: &[String]) -> io::Result<()> {
@@ -300,6 +314,104 @@ fn bench(uevd: &Path, counts: &[usize], runs: usize) -> io::Result<()> {
                 last.1 / first.1,
                 first.0
             );
+        }
+    }
+    Ok(())
+}
+
+/// Reads every device's `uevent` file, as `mdev -s` does: the least any
+/// coldplug can cost.
+fn read_walk(lab: &Lab, sys: &str) -> io::Result<Duration> {
+    let t = Instant::now();
+    lab.sh(&format!(
+        "find {sys}/devices -name uevent -type f -exec cat {{}} + > /dev/null"
+    ))?;
+    Ok(t.elapsed())
+}
+
+/// Coldplug of N existing interfaces: reading uevent files against asking
+/// the kernel to resend, with the kernel-only floors beside them.
+fn coldplug(uevd: &Path, counts: &[usize], runs: usize) -> io::Result<()> {
+    println!("coldplug of N existing interfaces (N/2 veth pairs), median of {runs} runs");
+    println!("trigger floor = writing `add` into every uevent file with nobody listening;");
+    println!("read floor = reading every uevent file; uevd = from start until settle returns\n");
+    println!(
+        "{:>7} {:>13} {:>10} {:>11} {:>14} {:>12}",
+        "N", "trigger floor", "read floor", "uevd read", "uevd trigger", "read/trigger"
+    );
+    for &n in counts {
+        let lab = Lab::new()?;
+        lab.ip_batch(&veth_pairs("c", n / 2))?;
+        let (mut tf, mut rf, mut ur, mut ut) = (vec![], vec![], vec![], vec![]);
+        for _ in 0..runs {
+            let t = Instant::now();
+            let out = lab.uevd(uevd, &["trigger", "--type", "all", "--action", "add"])?;
+            if !out.status.success() {
+                return Err(io::Error::other("trigger failed"));
+            }
+            tf.push(t.elapsed().as_secs_f64());
+            rf.push(read_walk(&lab, "/sys")?.as_secs_f64());
+            for (how, into) in [("read", &mut ur), ("trigger", &mut ut)] {
+                let _ = std::fs::remove_dir_all(lab.run().join("udev"));
+                let t = Instant::now();
+                let d = lab.start_uevd(uevd, &["--coldplug", how, "--timeline", "none"])?;
+                lab.settle(uevd)?;
+                into.push(t.elapsed().as_secs_f64());
+                d.stop(&lab)?;
+            }
+        }
+        let (tf, rf, ur, ut) = (median(tf), median(rf), median(ur), median(ut));
+        println!(
+            "{n:>7} {tf:>13.3} {rf:>10.3} {ur:>11.3} {ut:>14.3} {:>12.2}",
+            ur / ut
+        );
+    }
+    Ok(())
+}
+
+/// Coldplug over a fake sysfs tree of N character devices (node, link and
+/// database entry each), to show the cost per device does not grow with N.
+fn scale(uevd: &Path, counts: &[usize]) -> io::Result<()> {
+    println!("coldplug over a fake sysfs of N character devices: node, MAJ:MIN link and database entry each\n");
+    println!(
+        "{:>8} {:>10} {:>10} {:>11} {:>12} {:>13}",
+        "N", "read floor", "uevd s", "uevd/floor", "uevd CPU s", "CPU µs/device"
+    );
+    let mut first: Option<f64> = None;
+    for &n in counts {
+        let lab = Lab::new()?;
+        let sys_inside = lab.root().join("run/fakesys");
+        uevd_lab::fake_sysfs(&lab.outside(&sys_inside), n)?;
+        let sys = sys_inside.display().to_string();
+        let floor = read_walk(&lab, &sys)?.as_secs_f64();
+        let t = Instant::now();
+        let d = lab.start_uevd_with(
+            uevd,
+            &["--sys", &sys],
+            &["--coldplug", "--timeline", "none"],
+        )?;
+        lab.settle(uevd)?;
+        let wall = t.elapsed().as_secs_f64();
+        let cpu = d.cpu_seconds()?;
+        d.stop(&lab)?;
+        let made = std::fs::read_dir(lab.dev().join("fake"))?.count();
+        if made != n {
+            return Err(io::Error::other(format!(
+                "{made} nodes made for {n} devices"
+            )));
+        }
+        let per = cpu * 1e6 / n as f64;
+        println!(
+            "{n:>8} {floor:>10.3} {wall:>10.3} {:>11.2} {cpu:>12.3} {per:>13.1}",
+            wall / floor
+        );
+        match first {
+            None => first = Some(per),
+            Some(f) => println!(
+                "{:>8} CPU per device is {:.2}× the first row's",
+                "",
+                per / f
+            ),
         }
     }
     Ok(())
