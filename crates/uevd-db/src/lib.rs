@@ -94,7 +94,8 @@ pub struct Record {
 }
 
 impl Record {
-    fn has_info(&self) -> bool {
+    /// Whether the record says anything beyond the device's existence.
+    pub fn has_info(&self) -> bool {
         !self.links.is_empty()
             || self.link_priority != 0
             || !self.properties.is_empty()
@@ -207,6 +208,9 @@ pub struct Database {
     data: PathBuf,
     tags: PathBuf,
     unique: AtomicU64,
+    pid: u32,
+    /// Permission bits the process umask lets through at creation.
+    umask_kept: u32,
 }
 
 impl Database {
@@ -218,6 +222,8 @@ impl Database {
             tags: root.join("tags"),
             root,
             unique: AtomicU64::new(0),
+            pid: std::process::id(),
+            umask_kept: current_umask_kept(),
         };
         for dir in [&db.root, &db.data, &db.tags] {
             fs::create_dir_all(dir)?;
@@ -255,19 +261,23 @@ impl Database {
         let n = self.unique.fetch_add(1, Ordering::Relaxed);
         let mut tmp_name = b".#".to_vec();
         tmp_name.extend_from_slice(path.file_name().unwrap_or_default().as_bytes());
-        tmp_name.extend_from_slice(format!(".{}.{n}", std::process::id()).as_bytes());
+        tmp_name.extend_from_slice(format!(".{}.{n}", self.pid).as_bytes());
         let tmp = path.with_file_name(std::ffi::OsStr::from_bytes(&tmp_name));
         let result = (|| {
             let mut f = OpenOptions::new()
                 .write(true)
                 .create_new(true)
-                .mode(0o600)
+                .mode(mode)
                 .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
                 .open(&tmp)?;
             if !contents.is_empty() {
                 f.write_all(contents)?;
             }
-            f.set_permissions(fs::Permissions::from_mode(mode))?;
+            // The umask may have taken bits away; usually it has not, and a
+            // readback costs less than an unconditional chmod.
+            if mode & !0o1000 & !self.umask_kept != 0 || mode & 0o1000 != 0 {
+                f.set_permissions(fs::Permissions::from_mode(mode))?;
+            }
             fs::rename(&tmp, path)
         })();
         if result.is_err() {
@@ -355,6 +365,13 @@ impl Database {
         let ok = !tag.is_empty() && !tag.contains(&b'/') && tag != b"." && tag != b"..";
         ok.then(|| self.tags.join(std::ffi::OsStr::from_bytes(tag)))
     }
+}
+
+/// The bits the umask keeps, read without changing it for long.
+fn current_umask_kept() -> u32 {
+    let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
+    rustix::process::umask(old);
+    0o7777 & !old.as_raw_mode()
 }
 
 fn remove_if_exists(path: &Path) -> io::Result<()> {

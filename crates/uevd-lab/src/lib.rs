@@ -95,7 +95,12 @@ impl Lab {
         let mut cmd = Command::new(program);
         let net = self.netns.try_clone().expect("dup netns fd");
         let mnt = self.mntns.try_clone().expect("dup mntns fd");
-        // SAFETY: the closure only makes two system calls, which is allowed
+        // Joining a mount namespace moves the process to its root: come
+        // back to the caller's directory, so relative paths keep working.
+        let cwd = std::env::current_dir().ok().and_then(|d| {
+            std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(d.as_os_str())).ok()
+        });
+        // SAFETY: the closure only makes system calls, which is allowed
         // between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
@@ -107,6 +112,9 @@ impl Lab {
                     mnt.as_fd(),
                     Some(rustix::thread::LinkNameSpaceType::Mount),
                 )?;
+                if let Some(dir) = &cwd {
+                    let _ = rustix::process::chdir(dir.as_c_str());
+                }
                 Ok(())
             });
         }

@@ -1,12 +1,22 @@
 //! Worker threads around a [`DependencyQueue`]: one process, no fork per
 //! event.
+//!
+//! Waking a thread costs more than processing a typical event, so the pool
+//! avoids it: a batch of events wakes at most as many sleeping workers as it
+//! has ready events, a worker that finds more work than it can take wakes
+//! the next, and a small batch arriving while everything is idle runs on
+//! the thread that received it. Workers number from 1; the receiving thread is
+//! worker 0.
 
 use crate::{DependencyQueue, EventId, EventKeys};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Processes one event on a worker thread.
+/// The largest batch the receiving thread processes itself.
+pub const INLINE_BATCH: usize = 32;
+
+/// Processes one event; `worker` 0 is the receiving thread.
 pub trait Handler<T>: Send + Sync + 'static {
     fn handle(&self, worker: usize, id: EventId, item: T);
 }
@@ -30,6 +40,25 @@ struct Inner<T> {
     queue: DependencyQueue<T>,
     shutdown: bool,
     settle_waiters: usize,
+    /// Workers waiting for work.
+    sleeping: usize,
+}
+
+impl<T> Shared<T> {
+    /// Waits until some event finishes.
+    fn done_or_work_wait<'a>(
+        &self,
+        mut inner: MutexGuard<'a, Inner<T>>,
+    ) -> MutexGuard<'a, Inner<T>> {
+        inner.settle_waiters += 1;
+        inner = self
+            .done
+            .wait_timeout(inner, Duration::from_millis(50))
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+        inner.settle_waiters -= 1;
+        inner
+    }
 }
 
 struct Shared<T> {
@@ -39,6 +68,7 @@ struct Shared<T> {
     /// Called, under the queue lock, when the queue turns busy (true) or
     /// idle (false): the place to keep /run/udev/queue in step.
     on_busy: BusyHook,
+    handler: OnceLock<Arc<dyn Handler<T>>>,
 }
 
 /// A dependency queue served by a pool of worker threads.
@@ -62,38 +92,114 @@ impl<T: Send + 'static> WorkQueue<T> {
                     queue: DependencyQueue::new(),
                     shutdown: false,
                     settle_waiters: 0,
+                    sleeping: 0,
                 }),
                 work: Condvar::new(),
                 done: Condvar::new(),
                 on_busy: Box::new(on_busy),
+                handler: OnceLock::new(),
             }),
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner<T>> {
-        // A worker that panicked has already been reported; the queue
+        // A handler that panicked has been caught and reported; the queue
         // itself is consistent between calls, so keep going.
         self.shared.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues an event.
+    /// Queues one event for the workers.
     pub fn push(&self, keys: EventKeys, item: T) -> EventId {
         let mut inner = self.lock();
-        let was_empty = inner.queue.is_empty();
-        let id = inner.queue.push(keys, item);
-        if was_empty {
-            (self.shared.on_busy)(true);
-        }
-        if inner.queue.ready_len() > 0 {
-            self.shared.work.notify_one();
-        }
+        let id = self.enqueue(&mut inner, keys, item);
+        self.wake_for(&inner);
         id
     }
 
-    /// Starts `workers` threads running `handler`.
+    fn enqueue(&self, inner: &mut Inner<T>, keys: EventKeys, item: T) -> EventId {
+        if inner.queue.is_empty() {
+            (self.shared.on_busy)(true);
+        }
+        inner.queue.push(keys, item)
+    }
+
+    /// Wakes as many sleeping workers as there is ready work for.
+    fn wake_for(&self, inner: &Inner<T>) {
+        for _ in 0..inner.queue.ready_len().min(inner.sleeping) {
+            self.shared.work.notify_one();
+        }
+    }
+
+    /// Queues a batch of events, as read from the kernel in one go.
+    ///
+    /// A small batch arriving while nothing is queued or running is
+    /// processed right here, in order, on the calling thread: handing each
+    /// event to a worker would cost a thread wakeup, more than processing
+    /// a typical event takes. Larger batches, and any batch that finds
+    /// work in progress, go to the workers.
+    pub fn submit(&self, batch: Vec<(EventKeys, T)>) {
+        let mut inner = self.lock();
+        let handler = self.shared.handler.get().cloned();
+        match handler {
+            Some(handler) if batch.len() <= INLINE_BATCH && inner.queue.is_empty() => {
+                let mut left = batch.len();
+                for (keys, item) in batch {
+                    self.enqueue(&mut inner, keys, item);
+                }
+                // In arrival order; each is ready once the one before it
+                // is done. Workers are not woken, but one that wakes anyway
+                // may take some: the queue keeps that correct.
+                while left > 0 {
+                    let Some((id, item)) = inner.queue.next_ready() else {
+                        if inner.queue.is_empty() {
+                            break;
+                        }
+                        inner = self.shared.done_or_work_wait(inner);
+                        continue;
+                    };
+                    drop(inner);
+                    self.run(&*handler, 0, id, item);
+                    inner = self.lock();
+                    self.finish(&mut inner, id);
+                    left -= 1;
+                }
+            }
+            _ => {
+                for (keys, item) in batch {
+                    self.enqueue(&mut inner, keys, item);
+                }
+                self.wake_for(&inner);
+            }
+        }
+    }
+
+    fn run(&self, handler: &dyn Handler<T>, worker: usize, id: EventId, item: T) {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            handler.handle(worker, id, item)
+        }));
+        if outcome.is_err() {
+            eprintln!("uevd: internal error while processing event {id}; event skipped");
+        }
+    }
+
+    /// Marks an event done and passes on what that makes ready.
+    fn finish(&self, inner: &mut Inner<T>, id: EventId) {
+        inner.queue.complete(id);
+        if inner.queue.is_empty() {
+            (self.shared.on_busy)(false);
+        }
+        if inner.settle_waiters > 0 {
+            self.shared.done.notify_all();
+        }
+    }
+
+    /// Starts `workers` threads running `handler`. Call once.
     pub fn spawn_workers<H: Handler<T>>(&self, workers: usize, handler: H) -> Vec<JoinHandle<()>> {
-        let handler = Arc::new(handler);
-        (0..workers.max(1))
+        let handler: Arc<dyn Handler<T>> = Arc::new(handler);
+        if self.shared.handler.set(handler.clone()).is_err() {
+            panic!("spawn_workers called twice on one queue");
+        }
+        (1..=workers.max(1))
             .map(|n| {
                 let this = self.clone();
                 let handler = handler.clone();
@@ -105,39 +211,30 @@ impl<T: Send + 'static> WorkQueue<T> {
             .collect()
     }
 
-    fn work<H: Handler<T>>(&self, worker: usize, handler: &H) {
+    fn work(&self, worker: usize, handler: &dyn Handler<T>) {
         let mut inner = self.lock();
         loop {
             if let Some((id, item)) = inner.queue.next_ready() {
+                // More ready than this worker can take: hand some on.
+                self.wake_for(&inner);
                 drop(inner);
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    handler.handle(worker, id, item)
-                }));
-                if outcome.is_err() {
-                    log_panic(id);
-                }
+                self.run(handler, worker, id, item);
                 inner = self.lock();
-                let released = inner.queue.complete(id);
-                // This worker takes one released event itself next round.
-                for _ in 1..released {
-                    self.shared.work.notify_one();
-                }
-                if inner.queue.is_empty() {
-                    (self.shared.on_busy)(false);
-                }
-                if inner.settle_waiters > 0 {
-                    self.shared.done.notify_all();
-                }
+                self.finish(&mut inner, id);
                 continue;
             }
             if inner.shutdown && inner.queue.is_empty() {
+                // Let the others see the shutdown too.
+                self.shared.work.notify_all();
                 return;
             }
+            inner.sleeping += 1;
             inner = self
                 .shared
                 .work
                 .wait(inner)
                 .unwrap_or_else(|p| p.into_inner());
+            inner.sleeping -= 1;
         }
     }
 
@@ -185,10 +282,6 @@ impl<T: Send + 'static> WorkQueue<T> {
     }
 }
 
-fn log_panic(id: EventId) {
-    eprintln!("uevd: internal error while processing event {id}; event skipped");
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,19 +303,26 @@ mod tests {
         });
         let log = Arc::new(Mutex::new(Vec::new()));
         let seen = log.clone();
+        let active = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let (a, p) = (active.clone(), peak.clone());
         let handles = q.spawn_workers(
             4,
-            move |_w: usize, _id: EventId, (dev, step): (usize, usize)| {
-                std::thread::sleep(Duration::from_micros(50));
-                seen.lock().unwrap().push((dev, step));
+            move |w: usize, _id: EventId, (dev, step): (usize, usize)| {
+                let now = a.fetch_add(1, Ordering::SeqCst) + 1;
+                p.fetch_max(now, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_micros(200));
+                seen.lock().unwrap().push((dev, step, w));
+                a.fetch_sub(1, Ordering::SeqCst);
             },
         );
-        let mut last = 0;
-        for step in 0..20 {
-            for dev in 0..10 {
-                last = q.push(keys(format!("/devices/d{dev}")), (dev, step));
-            }
-        }
+        let batch: Vec<_> = (0..20)
+            .flat_map(|step| {
+                (0..10).map(move |dev| (keys(format!("/devices/d{dev}")), (dev, step)))
+            })
+            .collect();
+        q.submit(batch);
+        let last = q.last_id();
         assert_eq!(q.settle(last, Duration::from_secs(30)), Completion::Done);
         let log = log.lock().unwrap();
         assert_eq!(log.len(), 200);
@@ -230,12 +330,35 @@ mod tests {
             let steps: Vec<_> = log.iter().filter(|e| e.0 == dev).map(|e| e.1).collect();
             assert_eq!(steps, (0..20).collect::<Vec<_>>());
         }
+        assert!(
+            peak.load(Ordering::SeqCst) > 1,
+            "independent events overlapped"
+        );
+        assert!(log.iter().all(|e| e.2 >= 1), "a batch goes to the pool");
         assert_eq!(q.status(), (0, 0));
         assert!(busy_flips.load(Ordering::SeqCst) >= 2);
         q.shutdown();
         for h in handles {
             h.join().unwrap();
         }
+    }
+
+    #[test]
+    fn a_small_batch_on_an_idle_queue_runs_on_the_caller_in_order() {
+        let q: WorkQueue<u32> = WorkQueue::new(|_| {});
+        let ran_on = Arc::new(Mutex::new(Vec::new()));
+        let r = ran_on.clone();
+        let _h = q.spawn_workers(2, move |w: usize, _id: EventId, n: u32| {
+            r.lock().unwrap().push((n, w, std::thread::current().id()));
+        });
+        q.submit(vec![
+            (keys("/devices/a".into()), 1),
+            (keys("/devices/b".into()), 2),
+        ]);
+        let ran = ran_on.lock().unwrap().clone();
+        let me = std::thread::current().id();
+        assert_eq!(ran, vec![(1, 0, me), (2, 0, me)]);
+        assert_eq!(q.status(), (0, 0));
     }
 
     #[test]

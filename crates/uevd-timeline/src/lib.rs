@@ -20,14 +20,15 @@
 //! Marks: `coldplug-start`, `coldplug-end`, `overflow`, `rescan-start`,
 //! `rescan-end`, `settle-request`, `settle-done`, `exit`.
 //!
-//! Writing is done by a thread of its own, so workers only hand over a
-//! record and never wait on the disk.
+//! Workers append records to a shared buffer that is written out in large
+//! chunks, so recording an event costs a copy, not a system call.
 
 use std::fmt::Write as _;
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::Path;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -161,38 +162,99 @@ impl Entry {
     }
 }
 
-/// Hands records to the journal thread.
-#[derive(Clone)]
-pub struct Journal {
-    tx: Option<SyncSender<Entry>>,
+/// The journal's file and what is not written to it yet.
+struct Sink {
+    file: File,
+    buf: Vec<u8>,
+    written: u64,
+    max_bytes: u64,
+    cut: bool,
 }
 
-/// The journal thread; dropping every [`Journal`] and joining this flushes
-/// and closes the file.
+/// Records are appended to a memory buffer by whichever thread processed
+/// the event (a copy, no wakeup of anyone) and written out in large
+/// chunks: when the buffer fills, and by a flusher a few times a second so
+/// readers see a running daemon's journal.
+const CHUNK: usize = 256 * 1024;
+const FLUSH_EVERY: Duration = Duration::from_millis(200);
+
+impl Sink {
+    fn append(&mut self, entry: &Entry) {
+        if self.cut {
+            return;
+        }
+        let line = entry.to_json();
+        if self.written + (self.buf.len() + line.len() + 1) as u64 > self.max_bytes {
+            let mark = Entry::Mark {
+                name: "journal-full",
+                at: now(),
+                detail: format!(
+                    "journal reached {} bytes; later records dropped",
+                    self.max_bytes
+                ),
+            };
+            self.buf.extend_from_slice(mark.to_json().as_bytes());
+            self.buf.push(b'\n');
+            self.cut = true;
+            let _ = self.flush();
+            return;
+        }
+        self.buf.extend_from_slice(line.as_bytes());
+        self.buf.push(b'\n');
+        if self.buf.len() >= CHUNK {
+            let _ = self.flush();
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let r = self.file.write_all(&self.buf);
+        self.written += self.buf.len() as u64;
+        self.buf.clear();
+        r
+    }
+}
+
+/// Where workers hand their records.
+#[derive(Clone)]
+pub struct Journal {
+    sink: Option<Arc<Mutex<Sink>>>,
+}
+
+/// The flusher; [`JournalWriter::finish`] writes out the rest.
 pub struct JournalWriter {
-    handle: JoinHandle<io::Result<()>>,
+    sink: Arc<Mutex<Sink>>,
+    stop: Arc<AtomicBool>,
+    flusher: JoinHandle<()>,
+}
+
+fn lock(sink: &Mutex<Sink>) -> std::sync::MutexGuard<'_, Sink> {
+    sink.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl JournalWriter {
     pub fn finish(self) -> io::Result<()> {
-        self.handle
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("journal thread panicked")))
+        self.stop.store(true, Ordering::Relaxed);
+        self.flusher.thread().unpark();
+        let _ = self.flusher.join();
+        let mut sink = lock(&self.sink);
+        sink.flush()?;
+        sink.file.flush()
     }
 }
 
 impl Journal {
     /// A journal that records nothing.
     pub fn disabled() -> Journal {
-        Journal { tx: None }
+        Journal { sink: None }
     }
 
     /// Starts a journal in `path` (truncating it). At most `max_bytes` are
     /// written; past that a last mark says the journal was cut.
     pub fn create(path: &Path, max_bytes: u64) -> io::Result<(Journal, JournalWriter)> {
-        let file = File::create(path)?;
-        let (tx, rx) = mpsc::sync_channel(65536);
-        let mut out = BufWriter::with_capacity(256 * 1024, file);
+        let mut file = File::create(path)?;
         let mut header = String::new();
         let _ = writeln!(
             header,
@@ -200,23 +262,43 @@ impl Journal {
             std::process::id(),
             now()
         );
-        out.write_all(header.as_bytes())?;
-        out.flush()?;
-        let handle = std::thread::Builder::new()
+        file.write_all(header.as_bytes())?;
+        let sink = Arc::new(Mutex::new(Sink {
+            file,
+            buf: Vec::with_capacity(CHUNK),
+            written: header.len() as u64,
+            max_bytes,
+            cut: false,
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, st) = (sink.clone(), stop.clone());
+        let flusher = std::thread::Builder::new()
             .name("journal".into())
-            .spawn(move || write_loop(rx, out, max_bytes))?;
-        Ok((Journal { tx: Some(tx) }, JournalWriter { handle }))
+            .spawn(move || {
+                while !st.load(Ordering::Relaxed) {
+                    std::thread::park_timeout(FLUSH_EVERY);
+                    let _ = lock(&s).flush();
+                }
+            })?;
+        Ok((
+            Journal {
+                sink: Some(sink.clone()),
+            },
+            JournalWriter {
+                sink,
+                stop,
+                flusher,
+            },
+        ))
     }
 
     pub fn enabled(&self) -> bool {
-        self.tx.is_some()
+        self.sink.is_some()
     }
 
     pub fn record(&self, entry: Entry) {
-        if let Some(tx) = &self.tx {
-            // A full channel means the disk is slower than the events:
-            // block rather than lose a record.
-            let _ = tx.send(entry);
+        if let Some(sink) = &self.sink {
+            lock(sink).append(&entry);
         }
     }
 
@@ -229,41 +311,13 @@ impl Journal {
             });
         }
     }
-}
 
-fn write_loop(rx: Receiver<Entry>, mut out: BufWriter<File>, max_bytes: u64) -> io::Result<()> {
-    let mut written = 0u64;
-    let mut cut = false;
-    loop {
-        let entry = match rx.recv_timeout(Duration::from_millis(200)) {
-            Ok(e) => e,
-            Err(RecvTimeoutError::Timeout) => {
-                // Idle: make what we have visible to readers.
-                out.flush()?;
-                continue;
-            }
-            Err(RecvTimeoutError::Disconnected) => break,
-        };
-        if cut {
-            continue;
+    /// Writes out what is buffered.
+    pub fn flush(&self) {
+        if let Some(sink) = &self.sink {
+            let _ = lock(sink).flush();
         }
-        let mut line = entry.to_json();
-        line.push('\n');
-        if written + line.len() as u64 > max_bytes {
-            let mark = Entry::Mark {
-                name: "journal-full",
-                at: now(),
-                detail: format!("journal reached {max_bytes} bytes; later records dropped"),
-            };
-            out.write_all(mark.to_json().as_bytes())?;
-            out.write_all(b"\n")?;
-            cut = true;
-            continue;
-        }
-        written += line.len() as u64;
-        out.write_all(line.as_bytes())?;
     }
-    out.flush()
 }
 
 #[cfg(test)]

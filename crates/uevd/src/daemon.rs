@@ -85,6 +85,8 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
     let granted = kernel.receive_buffer().unwrap_or(0);
     let control = Listener::bind(&roots.control())
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", roots.control().display())))?;
+    // Files and nodes get exactly the modes uevd asks for.
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
     let udev_dir = roots.udev_dir();
     let db = Database::open(&udev_dir)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", udev_dir.display())))?;
@@ -269,13 +271,15 @@ impl Daemon {
         }
     }
 
-    /// Reads every message the kernel has queued for us.
+    /// Reads every message the kernel has queued for us and hands them to
+    /// the queue in one batch.
     fn drain_kernel(&mut self) -> io::Result<()> {
+        let mut batch = Vec::new();
         loop {
             match self.kernel.recv()? {
                 Received::Event(ev) => {
                     let job = Job::new(ev, Source::Kernel);
-                    self.queue.push(job.keys(), job);
+                    batch.push((job.keys(), job));
                 }
                 Received::Rejected(why) => {
                     self.rejected += 1;
@@ -289,28 +293,39 @@ impl Daemon {
                     self.processor
                         .journal
                         .mark("overflow", "receive buffer overrun");
-                    // Read what is still queued first, so the rescan sees
-                    // the newest state and nothing is processed twice.
-                    self.drain_after_overflow()?;
-                    self.rescan();
+                    // Queue what was read before and is still buffered
+                    // first, so the rescan sees the newest state after it.
+                    self.queue.submit(std::mem::take(&mut batch));
+                    self.rescan_after_overflow()?;
                 }
-                Received::WouldBlock => return Ok(()),
+                Received::WouldBlock => break,
             }
         }
+        if !batch.is_empty() {
+            self.queue.submit(batch);
+        }
+        Ok(())
     }
 
-    fn drain_after_overflow(&mut self) -> io::Result<()> {
+    fn rescan_after_overflow(&mut self) -> io::Result<()> {
+        let mut batch = Vec::new();
         loop {
             match self.kernel.recv()? {
                 Received::Event(ev) => {
                     let job = Job::new(ev, Source::Kernel);
-                    self.queue.push(job.keys(), job);
+                    batch.push((job.keys(), job));
                 }
-                Received::Rejected(why) => log::warn!("dropped a uevent: {why}"),
-                Received::Overflow => continue,
-                Received::WouldBlock => return Ok(()),
+                Received::Rejected(why) => {
+                    self.rejected += 1;
+                    log::warn!("dropped a uevent: {why}");
+                }
+                Received::Overflow => self.overflows += 1,
+                Received::WouldBlock => break,
             }
         }
+        self.queue.submit(batch);
+        self.rescan();
+        Ok(())
     }
 
     /// Processes every existing device, parents first.
@@ -434,6 +449,8 @@ impl Daemon {
                         Completion::TimedOut { pending } => Reply::Timeout(pending),
                     };
                     journal.mark("settle-done", reply.to_string());
+                    // Whoever settled may read the journal next.
+                    journal.flush();
                     conn.reply(&reply);
                 });
             }

@@ -5,7 +5,7 @@
 //! uevd remembers of the device; sysfs is read only when a decision needs
 //! it. Nothing forks.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use uevd_db::{Database, DeviceId, Record};
@@ -18,6 +18,46 @@ use uevd_uevent::{monitor, Action, Uevent};
 
 /// Properties added to an event when it is announced as processed.
 type Properties = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// What becomes of a device: decided by the kernel's defaults today, by
+/// the rules when they run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub permissions: Permissions,
+    /// Links below /dev to the device's node.
+    pub links: Vec<Vec<u8>>,
+    pub link_priority: i32,
+    /// Properties recorded in the database (E: lines).
+    pub properties: Properties,
+    pub tags: Vec<Vec<u8>>,
+    pub db_persist: bool,
+}
+
+/// What a processed event announces beyond the kernel's properties, in
+/// udev's spelling.
+fn announced_properties(record: &Record) -> Properties {
+    let mut out = vec![(
+        b"USEC_INITIALIZED".to_vec(),
+        record.usec_initialized.to_string().into_bytes(),
+    )];
+    out.extend(record.properties.iter().cloned());
+    if !record.links.is_empty() {
+        let devlinks: Vec<Vec<u8>> = record
+            .links
+            .iter()
+            .map(|l| [&b"/dev/"[..], l].concat())
+            .collect();
+        out.push((b"DEVLINKS".to_vec(), devlinks.join(&b' ')));
+    }
+    let tag_list = |tags: &[Vec<u8>]| [&b":"[..], &tags.join(&b':'), b":"].concat();
+    if !record.tags.is_empty() {
+        out.push((b"TAGS".to_vec(), tag_list(&record.tags)));
+    }
+    if !record.current_tags.is_empty() {
+        out.push((b"CURRENT_TAGS".to_vec(), tag_list(&record.current_tags)));
+    }
+    out
+}
 
 /// Where an event came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +119,9 @@ pub struct Known {
     pub ifindex: Option<u32>,
     pub devname: Option<Box<[u8]>>,
     pub record: Record,
+    /// Whether the record is in the database (devices with nothing to say
+    /// and no number or interface index have no file).
+    pub stored: bool,
 }
 
 /// The state every worker shares.
@@ -89,6 +132,9 @@ pub struct Processor {
     broadcaster: Option<Broadcaster>,
     pub journal: Journal,
     known: Mutex<HashMap<Box<[u8]>, Known>>,
+    /// Records found on disk at start that no event has claimed yet (left
+    /// by an earlier run or the initramfs): only these are worth reading.
+    unclaimed: Mutex<HashSet<DeviceId>>,
     pub processed: AtomicU64,
     pub failed: AtomicU64,
 }
@@ -138,10 +184,12 @@ impl Processor {
         broadcaster: Option<Broadcaster>,
         journal: Journal,
     ) -> Processor {
+        let unclaimed = Mutex::new(db.ids().into_iter().collect());
         Processor {
             sysfs,
             dev,
             db,
+            unclaimed,
             broadcaster,
             journal,
             known: Mutex::default(),
@@ -227,19 +275,20 @@ impl Processor {
         })
     }
 
-    /// Owner, group and mode with no rules: the kernel's own DEVUID,
-    /// DEVGID and DEVMODE. devtmpfs has applied those already, so only a
-    /// node uevd creates itself needs them.
-    fn permissions(&self, dev: &Device) -> Permissions {
-        if self.dev.devtmpfs() {
-            return Permissions::default();
+    /// What should become of a device. With no rules the kernel decides:
+    /// its DEVUID, DEVGID and DEVMODE for a node uevd creates itself
+    /// (devtmpfs has applied them already), no links, properties or tags.
+    fn decide(&self, dev: &Device) -> Outcome {
+        let mut outcome = Outcome::default();
+        if !self.dev.devtmpfs() {
+            let ev = dev.event();
+            outcome.permissions = Permissions {
+                uid: Some(ev.get(b"DEVUID").and_then(parse_dec).unwrap_or(0)),
+                gid: Some(ev.get(b"DEVGID").and_then(parse_dec).unwrap_or(0)),
+                mode: Some(ev.get(b"DEVMODE").and_then(parse_octal).unwrap_or(0o600)),
+            };
         }
-        let ev = dev.event();
-        Permissions {
-            uid: Some(ev.get(b"DEVUID").and_then(parse_dec).unwrap_or(0)),
-            gid: Some(ev.get(b"DEVGID").and_then(parse_dec).unwrap_or(0)),
-            mode: Some(ev.get(b"DEVMODE").and_then(parse_octal).unwrap_or(0o600)),
-        }
+        outcome
     }
 
     fn device_id(dev: &Device) -> DeviceId {
@@ -251,7 +300,15 @@ impl Processor {
     /// the database.
     fn previous(&self, devpath: &[u8], id: &DeviceId) -> Option<Record> {
         if let Some(k) = self.known().get(devpath) {
-            return Some(k.record.clone());
+            return k.stored.then(|| k.record.clone());
+        }
+        let on_disk = self
+            .unclaimed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        if !on_disk {
+            return None;
         }
         match self.db.read(id) {
             Ok(r) => r,
@@ -273,27 +330,31 @@ impl Processor {
         };
         let previous = match moved {
             Some(k) => {
-                if k.id != id {
+                if k.id != id && k.stored {
                     let _ = self.db.remove(&k.id);
                 }
-                Some(k.record)
+                k.stored.then_some(k.record)
             }
             None => self.previous(dev.devpath(), &id),
         };
+        let outcome = self.decide(dev);
         clock.step("device");
         let node = Self::node_of(dev);
         let mut errors = Vec::new();
-        let mut links: Vec<Vec<u8>> = Vec::new();
+        let mut links = outcome.links;
+        links.sort();
+        links.dedup();
         if let Some(node) = &node {
-            if let Err(e) = self.dev.apply_node(node, self.permissions(dev)) {
+            if let Err(e) = self.dev.apply_node(node, outcome.permissions) {
                 errors.push(e.to_string());
             }
             clock.step("node");
             let devnum_link = DevDir::devnum_link(node);
-            if let Err(e) = self.dev.link(&devnum_link, node.name) {
-                errors.push(e.to_string());
+            for l in std::iter::once(&devnum_link).chain(&links) {
+                if let Err(e) = self.dev.link(l, node.name) {
+                    errors.push(e.to_string());
+                }
             }
-            // Rules will add their links here; stale ones go.
             if let Some(prev) = &previous {
                 for stale in prev.links.iter().filter(|l| !links.contains(l)) {
                     if let Err(e) = self.dev.unlink(stale, node.name) {
@@ -301,33 +362,38 @@ impl Processor {
                     }
                 }
             }
-            for l in &links {
-                if let Err(e) = self.dev.link(l, node.name) {
-                    errors.push(e.to_string());
-                }
-            }
             clock.step("links");
         }
-        links.sort();
         let usec = previous
             .as_ref()
             .map(|p| p.usec_initialized)
             .filter(|&u| u > 0)
             .unwrap_or_else(uevd_timeline::monotonic_usec);
+        let had_record = previous.is_some();
+        let old_tags = previous.map(|p| p.tags).unwrap_or_default();
+        // G: keeps every tag the device ever had; Q: what this event set.
+        let mut tags = old_tags.clone();
+        for t in &outcome.tags {
+            if !tags.contains(t) {
+                tags.push(t.clone());
+            }
+        }
         let record = Record {
             links,
+            link_priority: outcome.link_priority,
             usec_initialized: usec,
-            ..Record::default()
+            properties: outcome.properties,
+            tags,
+            current_tags: outcome.tags,
+            persist: outcome.db_persist,
         };
-        let old_tags = previous
-            .as_ref()
-            .map(|p| p.tags.clone())
-            .unwrap_or_default();
-        if let Err(e) = self
-            .db
-            .write(&id, &record, node.is_some(), dev.ifindex().is_some())
-        {
-            errors.push(format!("database {id}: {e}"));
+        let has_ifindex = dev.ifindex().is_some();
+        // A device with nothing to record and no record before: no file.
+        let nothing_to_do = !record.has_info() && node.is_none() && !has_ifindex && !had_record;
+        if !nothing_to_do {
+            if let Err(e) = self.db.write(&id, &record, node.is_some(), has_ifindex) {
+                errors.push(format!("database {id}: {e}"));
+            }
         }
         if old_tags != record.tags {
             if let Err(e) = self.db.index_tags(&id, &old_tags, &record.tags) {
@@ -335,15 +401,7 @@ impl Processor {
             }
         }
         clock.step("db");
-        let mut announce = vec![(b"USEC_INITIALIZED".to_vec(), usec.to_string().into_bytes())];
-        if !record.links.is_empty() {
-            let devlinks: Vec<Vec<u8>> = record
-                .links
-                .iter()
-                .map(|l| [&b"/dev/"[..], l].concat())
-                .collect();
-            announce.push((b"DEVLINKS".to_vec(), devlinks.join(&b' ')));
-        }
+        let announce = announced_properties(&record);
         self.known().insert(
             dev.devpath().into(),
             Known {
@@ -352,6 +410,7 @@ impl Processor {
                 devnum: dev.devnum(),
                 ifindex: dev.ifindex(),
                 devname: dev.devname().map(Into::into),
+                stored: record.has_info() || node.is_some() || has_ifindex,
                 record,
             },
         );
@@ -366,8 +425,8 @@ impl Processor {
         let id = Self::device_id(dev);
         let known = self.known().remove(dev.devpath());
         let previous = match known {
-            Some(k) => Some(k.record),
-            None => self.db.read(&id).ok().flatten(),
+            Some(k) => k.stored.then_some(k.record),
+            None => self.previous(dev.devpath(), &id),
         };
         clock.step("device");
         let mut errors = Vec::new();
@@ -393,7 +452,8 @@ impl Processor {
                 errors.push(format!("tags {id}: {e}"));
             }
         }
-        if !previous.as_ref().is_some_and(|p| p.persist) {
+        // No record remembered and none left on disk: no file to remove.
+        if previous.as_ref().is_some_and(|p| !p.persist) {
             if let Err(e) = self.db.remove(&id) {
                 errors.push(format!("database {id}: {e}"));
             }
@@ -421,12 +481,53 @@ impl Processor {
             props.extend_from_slice(v);
             props.push(0);
         }
-        let msg = monitor::encode(&props, ev.subsystem(), ev.devtype(), []);
+        let tags = extra
+            .iter()
+            .find(|(k, _)| k == b"TAGS")
+            .map(|(_, v)| {
+                v.split(|&c| c == b':')
+                    .filter(|t| !t.is_empty())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        let msg = monitor::encode(&props, ev.subsystem(), ev.devtype(), tags);
         if let Err(e) = b.send(&msg) {
             log::debug!(
                 "cannot announce {}: {e}",
                 dev.devpath_os().to_string_lossy()
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn announcements_spell_links_and_tags_as_udev_does() {
+        let record = Record {
+            links: vec![b"disk/by-id/a".to_vec(), b"cdrom".to_vec()],
+            usec_initialized: 42,
+            properties: vec![(b"ID_X".to_vec(), b"1".to_vec())],
+            tags: vec![b"seat".to_vec(), b"uaccess".to_vec()],
+            current_tags: vec![b"uaccess".to_vec()],
+            ..Record::default()
+        };
+        let p = announced_properties(&record);
+        let get = |k: &[u8]| p.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+        assert_eq!(get(b"USEC_INITIALIZED"), Some(b"42".to_vec()));
+        assert_eq!(get(b"ID_X"), Some(b"1".to_vec()));
+        assert_eq!(
+            get(b"DEVLINKS"),
+            Some(b"/dev/disk/by-id/a /dev/cdrom".to_vec())
+        );
+        assert_eq!(get(b"TAGS"), Some(b":seat:uaccess:".to_vec()));
+        assert_eq!(get(b"CURRENT_TAGS"), Some(b":uaccess:".to_vec()));
+        let bare = announced_properties(&Record {
+            usec_initialized: 1,
+            ..Record::default()
+        });
+        assert_eq!(bare.len(), 1);
     }
 }
