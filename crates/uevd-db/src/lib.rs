@@ -211,24 +211,32 @@ pub struct Database {
     pid: u32,
     /// Permission bits the process umask lets through at creation.
     umask_kept: u32,
+    data_fd: rustix::fd::OwnedFd,
 }
 
 impl Database {
     /// Opens (and creates) the database directories.
     pub fn open(root: impl Into<PathBuf>) -> io::Result<Database> {
         let root = root.into();
-        let db = Database {
-            data: root.join("data"),
-            tags: root.join("tags"),
+        let data = root.join("data");
+        let tags = root.join("tags");
+        for dir in [&root, &data, &tags] {
+            fs::create_dir_all(dir)?;
+        }
+        let data_fd = rustix::fs::open(
+            &data,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?;
+        Ok(Database {
+            data,
+            tags,
             root,
             unique: AtomicU64::new(0),
             pid: std::process::id(),
             umask_kept: current_umask_kept(),
-        };
-        for dir in [&db.root, &db.data, &db.tags] {
-            fs::create_dir_all(dir)?;
-        }
-        Ok(db)
+            data_fd,
+        })
     }
 
     pub fn root(&self) -> &Path {
@@ -248,40 +256,42 @@ impl Database {
         has_node: bool,
         has_ifindex: bool,
     ) -> io::Result<()> {
-        let path = self.path(id);
         if !record.has_info() && !has_node && !has_ifindex {
-            return remove_if_exists(&path);
+            return self.remove(id);
         }
         let contents = record.encode(has_node);
         let mode = if record.persist { 0o1644 } else { 0o644 };
-        self.write_atomically(&path, &contents, mode)
+        self.write_atomically(&id.0, &contents, mode)
     }
 
-    fn write_atomically(&self, path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+    /// Writes `data/<name>` through a temporary file and a rename, relative
+    /// to the open data directory (no path walk per write).
+    fn write_atomically(&self, name: &str, contents: &[u8], mode: u32) -> io::Result<()> {
+        use rustix::fs::{openat, renameat, unlinkat, AtFlags, Mode, OFlags};
         let n = self.unique.fetch_add(1, Ordering::Relaxed);
-        let mut tmp_name = b".#".to_vec();
-        tmp_name.extend_from_slice(path.file_name().unwrap_or_default().as_bytes());
-        tmp_name.extend_from_slice(format!(".{}.{n}", self.pid).as_bytes());
-        let tmp = path.with_file_name(std::ffi::OsStr::from_bytes(&tmp_name));
+        let tmp = format!(".#{name}.{}.{n}", self.pid);
         let result = (|| {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(mode)
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                .open(&tmp)?;
+            let fd = openat(
+                &self.data_fd,
+                tmp.as_str(),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(mode),
+            )?;
+            let mut f = File::from(fd);
             if !contents.is_empty() {
                 f.write_all(contents)?;
             }
-            // The umask may have taken bits away; usually it has not, and a
-            // readback costs less than an unconditional chmod.
+            // The umask may have taken bits away; usually it has not, and
+            // checking costs less than an unconditional chmod.
             if mode & !0o1000 & !self.umask_kept != 0 || mode & 0o1000 != 0 {
                 f.set_permissions(fs::Permissions::from_mode(mode))?;
             }
-            fs::rename(&tmp, path)
+            drop(f);
+            renameat(&self.data_fd, tmp.as_str(), &self.data_fd, name)?;
+            Ok(())
         })();
         if result.is_err() {
-            let _ = fs::remove_file(&tmp);
+            let _ = unlinkat(&self.data_fd, tmp.as_str(), AtFlags::empty());
         }
         result
     }
@@ -303,7 +313,10 @@ impl Database {
 
     /// Removes a device's record.
     pub fn remove(&self, id: &DeviceId) -> io::Result<()> {
-        remove_if_exists(&self.path(id))
+        match rustix::fs::unlinkat(&self.data_fd, id.0.as_str(), rustix::fs::AtFlags::empty()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Brings `/run/udev/tags` in line: tags in `old` but not in `new` are

@@ -162,12 +162,28 @@ pub fn relative_target(link: &[u8], node: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A directory below /dev, or /dev itself.
+enum Dir<'a> {
+    Root(&'a OwnedFd),
+    Sub(OwnedFd),
+}
+
+impl Dir<'_> {
+    fn fd(&self) -> &OwnedFd {
+        match self {
+            Dir::Root(fd) => fd,
+            Dir::Sub(fd) => fd,
+        }
+    }
+}
+
 /// The /dev directory.
 pub struct DevDir {
     path: PathBuf,
     fd: OwnedFd,
     devtmpfs: bool,
     unique: AtomicU64,
+    pid: u32,
 }
 
 impl DevDir {
@@ -194,6 +210,7 @@ impl DevDir {
             fd,
             devtmpfs,
             unique: AtomicU64::new(0),
+            pid: std::process::id(),
         })
     }
 
@@ -208,32 +225,26 @@ impl DevDir {
 
     /// Opens the directory holding `name`, creating missing directories
     /// when asked; returns it and the last component.
-    fn parent<'n>(&self, name: &'n [u8], create: bool) -> Result<(OwnedFd, &'n [u8])> {
+    fn parent<'n>(&self, name: &'n [u8], create: bool) -> Result<(Dir<'_>, &'n [u8])> {
         let parts = components(name)?;
         let (last, dirs) = parts.split_last().expect("components() is never empty");
-        let mut dir = rfs::openat(
-            &self.fd,
-            ".",
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(io_err(name))?;
+        let mut dir = Dir::Root(&self.fd);
         for d in dirs {
             let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            let next = match rfs::openat(&dir, *d, flags, Mode::empty()) {
+            let next = match rfs::openat(dir.fd(), *d, flags, Mode::empty()) {
                 Err(Errno::NOENT) if create => {
-                    match rfs::mkdirat(&dir, *d, Mode::from_raw_mode(0o755)) {
+                    match rfs::mkdirat(dir.fd(), *d, Mode::from_raw_mode(0o755)) {
                         Ok(()) | Err(Errno::EXIST) => {}
                         Err(e) => return Err(err(name, NodeErrorKind::Io(e))),
                     }
-                    rfs::openat(&dir, *d, flags, Mode::empty())
+                    rfs::openat(dir.fd(), *d, flags, Mode::empty())
                 }
                 other => other,
             };
-            dir = next.map_err(|e| match e {
+            dir = Dir::Sub(next.map_err(|e| match e {
                 Errno::LOOP | Errno::NOTDIR => err(name, NodeErrorKind::Planted),
                 e => err(name, NodeErrorKind::Io(e)),
-            })?;
+            })?);
         }
         Ok((dir, last))
     }
@@ -241,7 +252,7 @@ impl DevDir {
     fn tmp_name(&self, base: &[u8]) -> Vec<u8> {
         let n = self.unique.fetch_add(1, Ordering::Relaxed);
         let mut t = b".#uevd.".to_vec();
-        t.extend_from_slice(format!("{}.{n}.", std::process::id()).as_bytes());
+        t.extend_from_slice(format!("{}.{n}.", self.pid).as_bytes());
         t.extend_from_slice(base);
         t
     }
@@ -251,38 +262,38 @@ impl DevDir {
     pub fn apply_node(&self, node: &Node<'_>, perms: Permissions) -> Result<NodeChange> {
         let name = node.name;
         let (dir, base) = self.parent(name, !self.devtmpfs)?;
+        let dir = dir.fd();
         let want = makedev(node.major, node.minor);
+        let mode = perms.mode.map(|m| m & 0o7777);
         let mut change = NodeChange::Unchanged;
-        let fd = match self.open_node(&dir, base, node) {
-            Ok(fd) => fd,
+        let (fd, st) = match self.open_node(dir, base, node) {
+            Ok(found) => found,
             Err(Errno::NOENT) if self.devtmpfs => return Ok(NodeChange::Missing),
             Err(Errno::NOENT) => {
-                let mode = Mode::from_raw_mode(perms.mode.unwrap_or(0o600) & 0o7777);
-                match rfs::mknodat(&dir, base, node.kind.file_type(), mode, want) {
-                    Ok(()) => {}
-                    Err(Errno::EXIST) => {}
+                let m = Mode::from_raw_mode(mode.unwrap_or(0o600));
+                match rfs::mknodat(dir, base, node.kind.file_type(), m, want) {
+                    Ok(()) | Err(Errno::EXIST) => {}
                     Err(e) => return Err(err(name, NodeErrorKind::Io(e))),
                 }
                 change = NodeChange::Created;
-                self.open_node(&dir, base, node).map_err(io_err(name))?
+                self.open_node(dir, base, node).map_err(io_err(name))?
             }
             Err(Errno::STALE) if !self.devtmpfs => {
                 // A node of another type or number: replace it atomically.
                 let tmp = self.tmp_name(base);
-                let mode = Mode::from_raw_mode(perms.mode.unwrap_or(0o600) & 0o7777);
-                rfs::mknodat(&dir, &tmp[..], node.kind.file_type(), mode, want)
+                let m = Mode::from_raw_mode(mode.unwrap_or(0o600));
+                rfs::mknodat(dir, &tmp[..], node.kind.file_type(), m, want)
                     .map_err(io_err(name))?;
-                if let Err(e) = rfs::renameat(&dir, &tmp[..], &dir, base) {
-                    let _ = rfs::unlinkat(&dir, &tmp[..], AtFlags::empty());
+                if let Err(e) = rfs::renameat(dir, &tmp[..], dir, base) {
+                    let _ = rfs::unlinkat(dir, &tmp[..], AtFlags::empty());
                     return Err(err(name, NodeErrorKind::Io(e)));
                 }
                 change = NodeChange::Created;
-                self.open_node(&dir, base, node).map_err(io_err(name))?
+                self.open_node(dir, base, node).map_err(io_err(name))?
             }
             Err(Errno::STALE) => return Err(err(name, NodeErrorKind::Planted)),
             Err(e) => return Err(err(name, NodeErrorKind::Io(e))),
         };
-        let st = rfs::fstat(&fd).map_err(io_err(name))?;
         let uid_change = perms.uid.filter(|&u| u != st.st_uid);
         let gid_change = perms.gid.filter(|&g| g != st.st_gid);
         if uid_change.is_some() || gid_change.is_some() {
@@ -296,9 +307,9 @@ impl DevDir {
             .map_err(io_err(name))?;
             change = change.max_with(NodeChange::Updated);
         }
-        if let Some(mode) = perms.mode.map(|m| m & 0o7777) {
+        if let Some(mode) = mode {
             if st.st_mode & 0o7777 != mode {
-                chmod_fd(&fd, &dir, base, mode).map_err(io_err(name))?;
+                chmod_fd(&fd, dir, base, mode).map_err(io_err(name))?;
                 change = change.max_with(NodeChange::Updated);
             }
         }
@@ -312,7 +323,7 @@ impl DevDir {
         dir: &OwnedFd,
         base: &[u8],
         node: &Node<'_>,
-    ) -> std::result::Result<OwnedFd, Errno> {
+    ) -> std::result::Result<(OwnedFd, rfs::Stat), Errno> {
         let fd = rfs::openat(
             dir,
             base,
@@ -323,7 +334,7 @@ impl DevDir {
         let ok = FileType::from_raw_mode(st.st_mode) == node.kind.file_type()
             && st.st_rdev == makedev(node.major, node.minor);
         if ok {
-            Ok(fd)
+            Ok((fd, st))
         } else {
             Err(Errno::STALE)
         }
@@ -343,9 +354,10 @@ impl DevDir {
             }) => return Ok(false),
             Err(e) => return Err(e),
         };
-        match self.open_node(&dir, base, node) {
+        let dir = dir.fd();
+        match self.open_node(dir, base, node) {
             Ok(_) => {
-                rfs::unlinkat(&dir, base, AtFlags::empty()).map_err(io_err(node.name))?;
+                rfs::unlinkat(dir, base, AtFlags::empty()).map_err(io_err(node.name))?;
                 self.prune_dirs(node.name);
                 Ok(true)
             }
@@ -359,26 +371,33 @@ impl DevDir {
     pub fn link(&self, link: &[u8], node: &[u8]) -> Result<NodeChange> {
         components(node)?;
         let (dir, base) = self.parent(link, true)?;
+        let dir = dir.fd();
         let target = relative_target(link, node);
-        match rfs::readlinkat(&dir, base, Vec::new()) {
+        // Usually the name is free: one call, and creating never replaces.
+        match rfs::symlinkat(&target[..], dir, base) {
+            Ok(()) => return Ok(NodeChange::Created),
+            Err(Errno::EXIST) => {}
+            Err(e) => return Err(err(link, NodeErrorKind::Io(e))),
+        }
+        match rfs::readlinkat(dir, base, Vec::new()) {
             Ok(current) if current.as_bytes() == target => return Ok(NodeChange::Unchanged),
             Ok(_) | Err(Errno::NOENT) => {}
             Err(Errno::INVAL) => return Err(err(link, NodeErrorKind::Occupied)),
             Err(e) => return Err(err(link, NodeErrorKind::Io(e))),
         }
         let tmp = self.tmp_name(base);
-        rfs::symlinkat(&target[..], &dir, &tmp[..]).map_err(io_err(link))?;
+        rfs::symlinkat(&target[..], dir, &tmp[..]).map_err(io_err(link))?;
         // Check again right before the rename: never replace a non-link.
         let occupied = matches!(
-            rfs::statat(&dir, base, AtFlags::SYMLINK_NOFOLLOW),
+            rfs::statat(dir, base, AtFlags::SYMLINK_NOFOLLOW),
             Ok(st) if FileType::from_raw_mode(st.st_mode) != FileType::Symlink
         );
         if occupied {
-            let _ = rfs::unlinkat(&dir, &tmp[..], AtFlags::empty());
+            let _ = rfs::unlinkat(dir, &tmp[..], AtFlags::empty());
             return Err(err(link, NodeErrorKind::Occupied));
         }
-        if let Err(e) = rfs::renameat(&dir, &tmp[..], &dir, base) {
-            let _ = rfs::unlinkat(&dir, &tmp[..], AtFlags::empty());
+        if let Err(e) = rfs::renameat(dir, &tmp[..], dir, base) {
+            let _ = rfs::unlinkat(dir, &tmp[..], AtFlags::empty());
             return Err(err(link, NodeErrorKind::Io(e)));
         }
         Ok(NodeChange::Created)
@@ -395,9 +414,10 @@ impl DevDir {
             }) => return Ok(false),
             Err(e) => return Err(e),
         };
-        match rfs::readlinkat(&dir, base, Vec::new()) {
+        let dir = dir.fd();
+        match rfs::readlinkat(dir, base, Vec::new()) {
             Ok(current) if current.as_bytes() == relative_target(link, node) => {
-                rfs::unlinkat(&dir, base, AtFlags::empty()).map_err(io_err(link))?;
+                rfs::unlinkat(dir, base, AtFlags::empty()).map_err(io_err(link))?;
                 self.prune_dirs(link);
                 Ok(true)
             }
