@@ -353,7 +353,11 @@ impl Daemon {
     /// Queues a synthesised `add` for every device in sysfs whose devpath
     /// is not in `skip`. Returns how many were queued.
     fn synthesize_all(&self, source: Source, skip: &HashSet<Box<[u8]>>) -> usize {
+        // Handed over in chunks: the workers start while the walk goes on,
+        // and are woken once per chunk rather than once per device.
+        const CHUNK: usize = 256;
         let mut queued = 0;
+        let mut batch = Vec::with_capacity(CHUNK);
         let mut push = |devpath: &[u8]| {
             if skip.contains(devpath) {
                 return;
@@ -361,8 +365,12 @@ impl Daemon {
             match self.sysfs.read_event(Action::Add, devpath) {
                 Ok(ev) if ev.subsystem().is_some() => {
                     let job = Job::new(ev, source);
-                    self.queue.push(job.keys(), job);
+                    batch.push((job.keys(), job));
                     queued += 1;
+                    if batch.len() == CHUNK {
+                        self.queue
+                            .submit(std::mem::replace(&mut batch, Vec::with_capacity(CHUNK)));
+                    }
                 }
                 Ok(_) => {}
                 // Gone since the directory was listed, or unreadable.
@@ -375,6 +383,7 @@ impl Daemon {
         if let Err(e) = walk_devices(&self.sysfs, |v| push(v.devpath)) {
             log::warn!("walking devices: {e}");
         }
+        self.queue.submit(batch);
         queued
     }
 
