@@ -249,6 +249,19 @@ impl DevDir {
         Ok((dir, last))
     }
 
+    /// Like [`DevDir::parent`] without creating anything; `None` when a
+    /// directory on the way does not exist.
+    fn existing_parent<'n>(&self, name: &'n [u8]) -> Result<Option<(Dir<'_>, &'n [u8])>> {
+        match self.parent(name, false) {
+            Ok(p) => Ok(Some(p)),
+            Err(NodeError {
+                kind: NodeErrorKind::Io(Errno::NOENT),
+                ..
+            }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     fn tmp_name(&self, base: &[u8]) -> Vec<u8> {
         let n = self.unique.fetch_add(1, Ordering::Relaxed);
         let mut t = b".#uevd.".to_vec();
@@ -346,13 +359,8 @@ impl DevDir {
         if self.devtmpfs {
             return Ok(false);
         }
-        let (dir, base) = match self.parent(node.name, false) {
-            Ok(p) => p,
-            Err(NodeError {
-                kind: NodeErrorKind::Io(Errno::NOENT),
-                ..
-            }) => return Ok(false),
-            Err(e) => return Err(e),
+        let Some((dir, base)) = self.existing_parent(node.name)? else {
+            return Ok(false);
         };
         let dir = dir.fd();
         match self.open_node(dir, base, node) {
@@ -406,13 +414,8 @@ impl DevDir {
     /// Removes `link` if it still points at `node` (another device may
     /// have taken it over), then any directories it leaves empty.
     pub fn unlink(&self, link: &[u8], node: &[u8]) -> Result<bool> {
-        let (dir, base) = match self.parent(link, false) {
-            Ok(p) => p,
-            Err(NodeError {
-                kind: NodeErrorKind::Io(Errno::NOENT),
-                ..
-            }) => return Ok(false),
-            Err(e) => return Err(e),
+        let Some((dir, base)) = self.existing_parent(link)? else {
+            return Ok(false);
         };
         let dir = dir.fd();
         match rfs::readlinkat(dir, base, Vec::new()) {

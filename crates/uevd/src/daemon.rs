@@ -17,7 +17,7 @@ use uevd_control::{Listener, Reply, Request};
 use uevd_db::{Database, QueueFlag};
 use uevd_netlink::{Broadcaster, Received, UeventSocket, DEFAULT_RECEIVE_BUFFER};
 use uevd_node::DevDir;
-use uevd_queue::{Completion, WorkQueue};
+use uevd_queue::{Completion, EventKeys, WorkQueue};
 use uevd_sysfs::{walk_devices, walk_subsystems, Sysfs};
 use uevd_timeline::Journal;
 use uevd_uevent::Action;
@@ -271,9 +271,9 @@ impl Daemon {
         }
     }
 
-    /// Reads every message the kernel has queued for us and hands them to
-    /// the queue in one batch.
-    fn drain_kernel(&mut self) -> io::Result<()> {
+    /// Reads what the kernel has queued for us, up to an empty socket or a
+    /// report of lost events (true).
+    fn read_batch(&mut self) -> io::Result<(Vec<(EventKeys, Job)>, bool)> {
         let mut batch = Vec::new();
         loop {
             match self.kernel.recv()? {
@@ -285,46 +285,34 @@ impl Daemon {
                     self.rejected += 1;
                     log::warn!("dropped a uevent: {why}");
                 }
-                Received::Overflow => {
-                    self.overflows += 1;
-                    log::warn!(
-                        "kernel uevents were lost (receive buffer overrun); rescanning sysfs"
-                    );
-                    self.processor
-                        .journal
-                        .mark("overflow", "receive buffer overrun");
-                    // Queue what was read before and is still buffered
-                    // first, so the rescan sees the newest state after it.
-                    self.queue.submit(std::mem::take(&mut batch));
-                    self.rescan_after_overflow()?;
-                }
-                Received::WouldBlock => break,
+                Received::Overflow => return Ok((batch, true)),
+                Received::WouldBlock => return Ok((batch, false)),
             }
         }
-        if !batch.is_empty() {
-            self.queue.submit(batch);
-        }
-        Ok(())
     }
 
-    fn rescan_after_overflow(&mut self) -> io::Result<()> {
-        let mut batch = Vec::new();
+    /// Queues everything the kernel has sent; after lost events, rescans
+    /// once the socket is empty, so the rescan sees the newest state.
+    fn drain_kernel(&mut self) -> io::Result<()> {
+        let mut lost = false;
         loop {
-            match self.kernel.recv()? {
-                Received::Event(ev) => {
-                    let job = Job::new(ev, Source::Kernel);
-                    batch.push((job.keys(), job));
-                }
-                Received::Rejected(why) => {
-                    self.rejected += 1;
-                    log::warn!("dropped a uevent: {why}");
-                }
-                Received::Overflow => self.overflows += 1,
-                Received::WouldBlock => break,
+            let (batch, overflowed) = self.read_batch()?;
+            self.queue.submit(batch);
+            if !overflowed {
+                break;
             }
+            if !lost {
+                log::warn!("kernel uevents were lost (receive buffer overrun); rescanning sysfs");
+                self.processor
+                    .journal
+                    .mark("overflow", "receive buffer overrun");
+            }
+            lost = true;
+            self.overflows += 1;
         }
-        self.queue.submit(batch);
-        self.rescan();
+        if lost {
+            self.rescan();
+        }
         Ok(())
     }
 
