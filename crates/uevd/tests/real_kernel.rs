@@ -482,3 +482,48 @@ fn daemon_mode_detaches_once_ready_and_exits_on_request() {
     // With nobody to answer, settle has nothing to wait for.
     lab.settle(uevd()).unwrap();
 }
+
+#[test]
+fn libudev_clients_receive_processed_events_filtered_by_subsystem() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/clients/libudev_monitor.py"
+    );
+    let mut client = lab
+        .command("/usr/bin/python3")
+        .args([script, "net", "6", "20"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(client.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line.trim(), "ready", "the libudev client could not start");
+    lab.ip_batch(&veth_pairs("u", 2)).unwrap();
+    lab.sh("ip link add ubr type bridge; ip link del ubr")
+        .unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert!(client.wait().unwrap().success());
+    daemon.stop(&lab).unwrap();
+    let events: Vec<&str> = rest.lines().collect();
+    assert_eq!(events.len(), 6, "{rest}");
+    // The kernel filter on the subsystem hash kept the queues' events out.
+    assert!(
+        events.iter().all(|e| e.split(' ').nth(2) == Some("net")),
+        "{rest}"
+    );
+    for name in ["ua0", "ub0", "ua1", "ub1", "ubr"] {
+        let add = format!("add /devices/virtual/net/{name} net");
+        assert!(events.iter().any(|e| e.starts_with(&add)), "{name}: {rest}");
+    }
+    assert!(events
+        .iter()
+        .any(|e| e.starts_with("remove /devices/virtual/net/ubr")));
+    assert!(events.iter().all(|e| e.contains(" SEQNUM=")), "{rest}");
+    let adds = events.iter().filter(|e| e.starts_with("add "));
+    assert!(adds.clone().count() == 5 && adds.clone().all(|e| e.contains("USEC_INITIALIZED=")));
+}
