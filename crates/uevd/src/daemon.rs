@@ -113,6 +113,8 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
     if let Some(f) = &log_target {
         let _ = rustix::stdio::dup2_stderr(f);
     }
+    // Before any thread starts, so that every thread inherits the mask.
+    let signals = Signals::block()?;
 
     let timeline = match &opts.timeline {
         Some(p) if p.as_os_str() == "none" => None,
@@ -176,7 +178,7 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
     if let Some(how) = opts.coldplug {
         d.coldplug(how);
     }
-    let result = d.serve(&control);
+    let result = d.serve(&control, &signals);
     log::info!("exiting once {} queued events are done", queue.status().0);
     queue.shutdown();
     for h in handles {
@@ -249,24 +251,31 @@ fn signal_ready(fd: rustix::fd::OwnedFd) {
 }
 
 impl Daemon {
-    fn serve(&mut self, control: &Listener) -> io::Result<()> {
+    fn serve(&mut self, control: &Listener, signals: &Signals) -> io::Result<()> {
         loop {
             let mut fds = [
                 PollFd::new(&self.kernel, PollFlags::IN),
                 PollFd::new(control.as_listener(), PollFlags::IN),
+                PollFd::new(&signals.fd, PollFlags::IN),
             ];
             match poll(&mut fds, None) {
                 Ok(_) => {}
                 Err(Errno::INTR) => continue,
                 Err(e) => return Err(e.into()),
             }
-            let kernel_ready = !fds[0].revents().is_empty();
-            let control_ready = !fds[1].revents().is_empty();
+            let ready = |i: usize| !fds[i].revents().is_empty();
+            let (kernel_ready, control_ready, signalled) = (ready(0), ready(1), ready(2));
             if kernel_ready {
                 self.drain_kernel()?;
             }
             if control_ready && self.handle_control(control)? {
                 return Ok(());
+            }
+            if signalled {
+                if let Some(sig) = signals.read() {
+                    log::info!("received signal {sig}");
+                    return Ok(());
+                }
             }
         }
     }
@@ -508,4 +517,42 @@ fn removal_event(devpath: &[u8], k: &Known) -> Option<uevd_uevent::Uevent> {
         file.extend_from_slice(format!("IFINDEX={i}\n").as_bytes());
     }
     uevd_uevent::Uevent::synthesize(Action::Remove, devpath, Some(&k.subsystem), &file, &[]).ok()
+}
+
+/// SIGTERM and SIGINT, delivered through a descriptor the main loop polls,
+/// so that the daemon stops the way `control --exit` stops it: queued
+/// events finished, journal written, sockets removed.
+struct Signals {
+    fd: rustix::fd::OwnedFd,
+}
+
+impl Signals {
+    fn block() -> io::Result<Signals> {
+        // SAFETY: plain libc calls on a local, initialised signal set.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(Signals {
+                fd: rustix::fd::FromRawFd::from_raw_fd(fd),
+            })
+        }
+    }
+
+    /// The signal received, if any.
+    fn read(&self) -> Option<u32> {
+        let mut info = [0u8; 128];
+        match rustix::io::read(&self.fd, &mut info) {
+            Ok(128) => Some(u32::from_ne_bytes([info[0], info[1], info[2], info[3]])),
+            _ => None,
+        }
+    }
 }

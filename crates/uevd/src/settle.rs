@@ -4,7 +4,7 @@ use crate::Roots;
 use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use uevd_control::{call, Reply, Request};
 
 /// Exit code when the timeout passes with events still pending.
@@ -23,21 +23,42 @@ pub struct Options {
 }
 
 pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
-    if let Some(f) = &o.exit_if_exists {
-        if f.exists() {
+    let timeout = Duration::from_secs_f64(o.timeout.max(0.0));
+    let Some(file) = &o.exit_if_exists else {
+        return wait(roots, timeout);
+    };
+    // Ask in short slices, looking for the file between them.
+    let deadline = Instant::now() + timeout;
+    loop {
+        if file.exists() {
             return Ok(ExitCode::SUCCESS);
         }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match ask(roots, left.min(Duration::from_millis(250))) {
+            Ok(Reply::Timeout(_)) if !left.is_zero() => continue,
+            answer => return conclude(roots, answer, timeout),
+        }
     }
-    wait(roots, Duration::from_secs_f64(o.timeout.max(0.0)))
 }
 
 /// Asks the daemon to answer once every event it has received is done.
 pub fn wait(roots: &Roots, timeout: Duration) -> io::Result<ExitCode> {
-    let path = roots.control();
+    conclude(roots, ask(roots, timeout), timeout)
+}
+
+fn ask(roots: &Roots, timeout: Duration) -> io::Result<Reply> {
     // The daemon answers a timed-out settle itself; give the reply time to
     // travel.
-    let grace = timeout + Duration::from_secs(5);
-    match call(&path, &Request::Settle(timeout), grace) {
+    call(
+        &roots.control(),
+        &Request::Settle(timeout),
+        timeout + Duration::from_secs(5),
+    )
+}
+
+fn conclude(roots: &Roots, answer: io::Result<Reply>, timeout: Duration) -> io::Result<ExitCode> {
+    let path = roots.control();
+    match answer {
         Ok(Reply::Ok(_)) => Ok(ExitCode::SUCCESS),
         Ok(Reply::Timeout(pending)) => {
             log::error!("timed out after {timeout:?} with {pending} events pending");

@@ -527,3 +527,24 @@ fn libudev_clients_receive_processed_events_filtered_by_subsystem() {
     let adds = events.iter().filter(|e| e.starts_with("add "));
     assert!(adds.clone().count() == 5 && adds.clone().all(|e| e.contains("USEC_INITIALIZED=")));
 }
+
+#[test]
+fn sigterm_stops_the_daemon_cleanly() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    lab.ip_batch(&veth_pairs("s", 5)).unwrap();
+    lab.settle(uevd()).unwrap();
+    daemon.signal(rustix::process::Signal::TERM).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while lab.run().join("uevd/control").exists() {
+        assert!(std::time::Instant::now() < deadline, "still running");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let log = daemon.stop(&lab).unwrap();
+    assert!(log.contains("received signal 15"), "{log}");
+    assert!(!lab.run().join("udev/control").exists());
+    let j = journal(&lab);
+    assert_eq!(j.marks.last().map(|m| m.name.as_str()), Some("exit"));
+    assert_eq!(j.events.iter().filter(|e| e.subsystem == "net").count(), 10);
+}
