@@ -34,7 +34,7 @@ pub struct Outcome {
 }
 
 /// What a processed event announces beyond the kernel's properties, in
-/// udev's spelling.
+/// udev's spelling. Failures on the way are reported beside it.
 fn announced_properties(record: &Record) -> Properties {
     let mut out = vec![(
         b"USEC_INITIALIZED".to_vec(),
@@ -222,20 +222,20 @@ impl Processor {
             Action::Remove => self.remove(&device, &mut clock),
             _ => self.update(&device, &mut clock),
         };
-        let (error, announce) = match result {
-            Ok(props) => (None, Some(props)),
-            Err(e) => {
-                self.failed.fetch_add(1, Ordering::Relaxed);
-                log::warn!(
-                    "{} {}: {e}",
-                    device.event().action(),
-                    device.devpath_os().to_string_lossy()
-                );
-                (Some(e), None)
-            }
-        };
-        if let (Some(b), Some(extra)) = (&self.broadcaster, announce) {
-            self.announce(b, &device, &extra);
+        let (announce, errors) = result;
+        let error = (!errors.is_empty()).then(|| errors.join("; "));
+        if let Some(e) = &error {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+            log::warn!(
+                "{} {}: {e}",
+                device.event().action(),
+                device.devpath_os().to_string_lossy()
+            );
+        }
+        // The device exists (or went) whatever failed on the way: clients
+        // hear about it either way.
+        if let Some(b) = &self.broadcaster {
+            self.announce(b, &device, &announce);
             clock.step("broadcast");
         }
         self.processed.fetch_add(1, Ordering::Relaxed);
@@ -320,7 +320,7 @@ impl Processor {
     }
 
     /// add, change, move, bind, unbind, online, offline.
-    fn update(&self, dev: &Device, clock: &mut Clock) -> Result<Properties, String> {
+    fn update(&self, dev: &Device, clock: &mut Clock) -> (Properties, Vec<String>) {
         let id = Self::device_id(dev);
         let ev = dev.event();
         // A renamed device keeps what uevd knew of it under its old path.
@@ -414,14 +414,10 @@ impl Processor {
                 record,
             },
         );
-        if errors.is_empty() {
-            Ok(announce)
-        } else {
-            Err(errors.join("; "))
-        }
+        (announce, errors)
     }
 
-    fn remove(&self, dev: &Device, clock: &mut Clock) -> Result<Properties, String> {
+    fn remove(&self, dev: &Device, clock: &mut Clock) -> (Properties, Vec<String>) {
         let id = Self::device_id(dev);
         let known = self.known().remove(dev.devpath());
         let previous = match known {
@@ -459,11 +455,7 @@ impl Processor {
             }
         }
         clock.step("db");
-        if errors.is_empty() {
-            Ok(Vec::new())
-        } else {
-            Err(errors.join("; "))
-        }
+        (Vec::new(), errors)
     }
 
     /// Tells libudev clients the event is processed.

@@ -548,3 +548,47 @@ fn sigterm_stops_the_daemon_cleanly() {
     assert_eq!(j.marks.last().map(|m| m.name.as_str()), Some("exit"));
     assert_eq!(j.events.iter().filter(|e| e.subsystem == "net").count(), 10);
 }
+
+#[test]
+fn a_symlink_planted_under_dev_is_refused_and_reported() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    // Someone made /dev/block point elsewhere before the device came.
+    std::os::unix::fs::symlink(outside.path(), lab.dev().join("block")).unwrap();
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    let n = 500 + (std::process::id() % 100) as i32;
+    let add = lab
+        .command(netlab())
+        .args(["loop-add", &n.to_string()])
+        .output()
+        .unwrap();
+    if !add.status.success() {
+        eprintln!("skipped: no loop-control here");
+        return;
+    }
+    lab.settle(uevd()).unwrap();
+    let _ = lab
+        .command(netlab())
+        .args(["loop-remove", &n.to_string()])
+        .output();
+    lab.settle(uevd()).unwrap();
+    let log = daemon.stop(&lab).unwrap();
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "nothing written through the link"
+    );
+    assert!(log.contains("refusing to follow 'block/7:"), "{log}");
+    let j = journal(&lab);
+    let add = j
+        .events
+        .iter()
+        .find(|e| e.action == "add" && e.devpath.ends_with(&format!("/loop{n}")))
+        .expect("the add was processed");
+    assert_eq!(add.result, "error");
+    assert!(
+        add.steps.iter().any(|s| s.0 == "broadcast"),
+        "announced all the same"
+    );
+}
