@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use uevd_lab::stats::summarize;
-use uevd_lab::{delete_veth_pairs, veth_pairs, Lab};
+use uevd_lab::{delete_veth_pairs, veth_pairs, wait_quiet, Lab};
 use uevd_timeline::read::Journal;
 
 fn usage() -> ExitCode {
@@ -177,6 +177,7 @@ fn demo(uevd: &Path, pairs: usize) -> io::Result<()> {
 
     let lab = Lab::new()?;
     let daemon = lab.start_uevd(uevd, &[])?;
+    wait_quiet(Duration::from_secs(60));
     let t = Instant::now();
     lab.ip_batch(&create)?;
     let created_ifaces = lab.interfaces()?.len();
@@ -240,12 +241,14 @@ struct Run {
 
 fn run_floor(pairs: usize) -> io::Result<Duration> {
     let lab = Lab::new()?;
+    wait_quiet(Duration::from_secs(120));
     lab.ip_batch(&veth_pairs("v", pairs))
 }
 
 fn run_uevd(uevd: &Path, pairs: usize) -> io::Result<Run> {
     let lab = Lab::new()?;
     let daemon = lab.start_uevd(uevd, &[])?;
+    wait_quiet(Duration::from_secs(120));
     let t = Instant::now();
     lab.ip_batch(&veth_pairs("v", pairs))?;
     lab.settle(uevd)?;
@@ -356,6 +359,7 @@ fn coldplug(uevd: &Path, counts: &[usize], runs: usize) -> io::Result<()> {
             rf.push(read_walk(&lab.outside(Path::new("/sys")))?.as_secs_f64());
             for (how, into) in [("read", &mut ur), ("trigger", &mut ut)] {
                 let _ = std::fs::remove_dir_all(lab.run().join("udev"));
+                wait_quiet(Duration::from_secs(60));
                 let t = Instant::now();
                 let d = lab.start_uevd(uevd, &["--coldplug", how, "--timeline", "none"])?;
                 lab.settle(uevd)?;
@@ -386,6 +390,7 @@ fn scale(uevd: &Path, counts: &[usize]) -> io::Result<()> {
         let sys_inside = lab.root().join("run/fakesys");
         uevd_lab::fake_sysfs(&lab.outside(&sys_inside), n)?;
         let sys = sys_inside.display().to_string();
+        wait_quiet(Duration::from_secs(60));
         let floor = read_walk(&lab.outside(&sys_inside))?.as_secs_f64();
         let t = Instant::now();
         let d = lab.start_uevd_with(
