@@ -423,7 +423,11 @@ pub fn fake_sysfs(root: &Path, n: usize) -> io::Result<()> {
 fn cpu_jiffies() -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let line = stat.lines().next()?;
-    let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
     let total: u64 = v.iter().sum();
     let idle = v.get(3)? + v.get(4).unwrap_or(&0);
     Some((total - idle, total))
@@ -436,9 +440,13 @@ fn cpu_jiffies() -> Option<(u64, u64)> {
 pub fn wait_quiet(max: Duration) {
     let deadline = Instant::now() + max;
     while Instant::now() < deadline {
-        let Some((b0, t0)) = cpu_jiffies() else { return };
+        let Some((b0, t0)) = cpu_jiffies() else {
+            return;
+        };
         std::thread::sleep(Duration::from_millis(250));
-        let Some((b1, t1)) = cpu_jiffies() else { return };
+        let Some((b1, t1)) = cpu_jiffies() else {
+            return;
+        };
         if t1 > t0 && (b1 - b0) * 100 / (t1 - t0) < 10 {
             return;
         }
