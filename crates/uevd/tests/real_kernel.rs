@@ -256,20 +256,29 @@ fn killed_mid_storm_then_trigger_and_settle_miss_nothing() {
     let _g = serial();
     let lab = Lab::new().unwrap();
     let daemon = lab.start_uevd(uevd(), &[]).unwrap();
-    let storm = {
-        let cmds = veth_pairs("k", 400);
+    let mut storm = {
+        let cmds = veth_pairs("k", 1000);
         let file = lab.root().join("storm");
         std::fs::write(lab.outside(&file), cmds.join("\n") + "\n").unwrap();
         lab.command("ip").arg("-batch").arg(&file).spawn().unwrap()
     };
-    std::thread::sleep(Duration::from_millis(300));
+    // Kill it once it is visibly at work, while the storm goes on.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while net_ids(&lab).len() < 50 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "uevd processed nothing"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let storm_running = storm.try_wait().unwrap().is_none();
     daemon.kill();
-    let mut storm = storm;
+    assert!(storm_running, "the storm ended before the kill");
     assert!(storm.wait().unwrap().success());
     let before = net_ids(&lab).len();
     assert!(
-        before < 800,
-        "the kill should have landed mid-storm ({before} done)"
+        before < 2000,
+        "events were lost with the daemon ({before} done)"
     );
     let daemon = lab.start_uevd(uevd(), &[]).unwrap();
     let out = lab
@@ -373,7 +382,7 @@ fn monitor_prints_kernel_and_processed_events() {
     let _g = serial();
     let lab = Lab::new().unwrap();
     let daemon = lab.start_uevd(uevd(), &[]).unwrap();
-    let monitor = lab
+    let mut monitor = lab
         .command(uevd())
         .args([
             "monitor",
@@ -386,10 +395,16 @@ fn monitor_prints_kernel_and_processed_events() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // The header ends with a blank line once both sockets listen.
+    let mut reader = std::io::BufReader::new(monitor.stdout.take().unwrap());
+    let mut text = String::new();
+    while !text.ends_with("\n\n") {
+        let n = std::io::BufRead::read_line(&mut reader, &mut text).unwrap();
+        assert!(n > 0, "monitor ended early: {text}");
+    }
     lab.ip_batch(&veth_pairs("m", 1)).unwrap();
-    let out = monitor.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    std::io::Read::read_to_string(&mut reader, &mut text).unwrap();
+    assert!(monitor.wait().unwrap().success());
     assert_eq!(text.matches("\nKERNEL[").count(), 2, "{text}");
     assert_eq!(text.matches("\nUDEV  [").count(), 2, "{text}");
     assert!(
