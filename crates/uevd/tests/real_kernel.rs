@@ -48,6 +48,14 @@ fn expected_net_ids(lab: &Lab, with_lo: bool) -> BTreeSet<String> {
         .collect()
 }
 
+/// Creates or removes loop device `n` (a real block device) in the lab.
+fn loop_device(lab: &Lab, verb: &str, n: i32) -> std::process::Output {
+    lab.command(netlab())
+        .args([verb, &n.to_string()])
+        .output()
+        .unwrap()
+}
+
 fn status(lab: &Lab) -> BTreeMap<String, String> {
     lab.status(uevd()).unwrap().into_iter().collect()
 }
@@ -336,11 +344,7 @@ fn block_device_nodes_and_links_follow_the_device() {
     let daemon = lab.start_uevd(uevd(), &[]).unwrap();
     // A high loop number nobody else uses.
     let n = 400 + (std::process::id() % 100) as i32;
-    let add = lab
-        .command(netlab())
-        .args(["loop-add", &n.to_string()])
-        .output()
-        .unwrap();
+    let add = loop_device(&lab, "loop-add", n);
     if !add.status.success() {
         eprintln!(
             "skipped: no loop-control here: {}",
@@ -361,11 +365,7 @@ fn block_device_nodes_and_links_follow_the_device() {
         Path::new(&format!("../loop{n}"))
     );
     assert!(lab.db_ids().contains(&format!("b7:{n}")));
-    let rm = lab
-        .command(netlab())
-        .args(["loop-remove", &n.to_string()])
-        .output()
-        .unwrap();
+    let rm = loop_device(&lab, "loop-remove", n);
     assert!(
         rm.status.success(),
         "{}",
@@ -573,11 +573,7 @@ fn a_symlink_planted_under_dev_is_refused_and_reported() {
     std::os::unix::fs::symlink(outside.path(), lab.dev().join("block")).unwrap();
     let daemon = lab.start_uevd(uevd(), &[]).unwrap();
     let n = 500 + (std::process::id() % 100) as i32;
-    let add = lab
-        .command(netlab())
-        .args(["loop-add", &n.to_string()])
-        .output()
-        .unwrap();
+    let add = loop_device(&lab, "loop-add", n);
     if !add.status.success() {
         eprintln!("skipped: no loop-control here");
         return;
