@@ -579,10 +579,7 @@ fn a_symlink_planted_under_dev_is_refused_and_reported() {
         return;
     }
     lab.settle(uevd()).unwrap();
-    let _ = lab
-        .command(netlab())
-        .args(["loop-remove", &n.to_string()])
-        .output();
+    loop_device(&lab, "loop-remove", n);
     lab.settle(uevd()).unwrap();
     let log = daemon.stop(&lab).unwrap();
     assert_eq!(
