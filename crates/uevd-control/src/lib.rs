@@ -180,6 +180,14 @@ impl Listener {
                 .create(dir)?;
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
         }
+        // A socket someone answers on belongs to a running daemon: leave
+        // it. One nobody answers on was left by a daemon that died.
+        if UnixStream::connect(path).is_ok() {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                "another daemon is already listening there",
+            ));
+        }
         match std::fs::remove_file(path) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
             _ => {}
@@ -220,8 +228,9 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Checks the peer and reads its request.
-    pub fn request(&mut self) -> Result<Request, String> {
+    /// Checks the peer and reads its request; `None` when the peer closed
+    /// without asking anything (a liveness probe).
+    pub fn request(&mut self) -> Result<Option<Request>, String> {
         let cred =
             rustix::net::sockopt::socket_peercred(&self.stream).map_err(|e| e.to_string())?;
         if !cred.uid.is_root() {
@@ -234,7 +243,10 @@ impl Connection {
         BufReader::new(&self.stream)
             .read_line(&mut line)
             .map_err(|e| e.to_string())?;
-        Request::parse(line.trim())
+        if line.is_empty() {
+            return Ok(None);
+        }
+        Request::parse(line.trim()).map(Some)
     }
 
     pub fn reply(mut self, reply: &Reply) {
@@ -292,14 +304,22 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o700);
         let server = std::thread::spawn(move || {
+            // First the probe of a second daemon, then the real call.
+            let mut probe = listener.accept().unwrap();
+            assert_eq!(probe.request(), Ok(None));
             let mut c = listener.accept().unwrap();
             let req = c.request();
             c.reply(&Reply::Ok(format!("{req:?}")));
         });
+        let second = Listener::bind(&path);
+        assert_eq!(
+            second.err().map(|e| e.kind()),
+            Some(io::ErrorKind::AddrInUse)
+        );
         let reply = call(&path, &Request::Status, Duration::from_secs(5)).unwrap();
         server.join().unwrap();
         if rustix::process::geteuid().is_root() {
-            assert_eq!(reply, Reply::Ok("Ok(Status)".into()));
+            assert_eq!(reply, Reply::Ok("Ok(Some(Status))".into()));
         } else {
             assert!(matches!(reply, Reply::Ok(t) if t.contains("permission denied")));
         }

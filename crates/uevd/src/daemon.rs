@@ -431,7 +431,9 @@ impl Daemon {
             }
         };
         let request = match conn.request() {
-            Ok(r) => r,
+            Ok(Some(r)) => r,
+            // Someone checking whether a daemon listens.
+            Ok(None) => return Ok(false),
             Err(why) => {
                 log::warn!("control request refused: {why}");
                 conn.reply(&Reply::Error(why));

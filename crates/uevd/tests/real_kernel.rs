@@ -600,3 +600,20 @@ fn a_symlink_planted_under_dev_is_refused_and_reported() {
         "announced all the same"
     );
 }
+
+#[test]
+fn a_second_daemon_refuses_to_take_over() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    let second = lab.uevd(uevd(), &["daemon"]).unwrap();
+    assert!(!second.status.success());
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(err.contains("another daemon is already listening"), "{err}");
+    // The first one still serves, and did not log the probe as an error.
+    lab.ip_batch(&veth_pairs("x", 1)).unwrap();
+    lab.settle(uevd()).unwrap();
+    assert_eq!(net_ids(&lab).len(), 2);
+    let log = daemon.stop(&lab).unwrap();
+    assert!(!log.contains("refused"), "{log}");
+}
