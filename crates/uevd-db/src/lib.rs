@@ -103,6 +103,13 @@ impl Record {
             || !self.current_tags.is_empty()
     }
 
+    /// Whether the device gets a database file: one with something to
+    /// say, or with a node or an interface index (libudev reads an existing
+    /// file as "initialised").
+    pub fn needs_file(&self, has_node: bool, has_ifindex: bool) -> bool {
+        self.has_info() || has_node || has_ifindex
+    }
+
     /// The file's contents. Links are only recorded for devices with a
     /// node, as udev does.
     pub fn encode(&self, has_node: bool) -> Vec<u8> {
@@ -256,7 +263,7 @@ impl Database {
         has_node: bool,
         has_ifindex: bool,
     ) -> io::Result<()> {
-        if !record.has_info() && !has_node && !has_ifindex {
+        if !record.needs_file(has_node, has_ifindex) {
             return self.remove(id);
         }
         let contents = record.encode(has_node);

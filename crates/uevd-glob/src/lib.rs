@@ -130,29 +130,8 @@ impl Pattern {
         }
     }
 
-    /// Compiles a pattern in which `|` is an ordinary byte.
-    pub fn single(pattern: &[u8]) -> Pattern {
-        Pattern {
-            alternatives: vec![compile_one(pattern)],
-        }
-    }
-
     pub fn matches(&self, text: &[u8]) -> bool {
         self.alternatives.iter().any(|a| match_tokens(a, text))
-    }
-
-    /// The text a pattern matches when it has no wildcards: for indexing.
-    pub fn literal(&self) -> Option<Vec<u8>> {
-        match &self.alternatives[..] {
-            [one] => one
-                .iter()
-                .map(|t| match t {
-                    Token::Byte(b) => Some(*b),
-                    _ => None,
-                })
-                .collect(),
-            _ => None,
-        }
     }
 }
 
@@ -183,9 +162,6 @@ mod tests {
         assert!(!m("\\*", "x"));
         assert!(m("", ""));
         assert!(!m("", "x"));
-        assert_eq!(Pattern::new(b"net").literal(), Some(b"net".to_vec()));
-        assert_eq!(Pattern::new(b"ne*").literal(), None);
-        assert!(Pattern::single(b"a|b").matches(b"a|b"));
     }
 
     proptest::proptest! {

@@ -401,12 +401,10 @@ pub fn forge_uevent(devpath: &str, port: Option<u32>) -> io::Result<()> {
 /// Builds a sysfs-shaped tree of `n` character devices below `root`, for
 /// scale tests only (real tests use the real sysfs): devices
 /// `/devices/fake/busB/fakeN`, 1000 to a bus, each with a `uevent` file and
-/// a `subsystem` link, and `kernel/uevent_seqnum`.
+/// a `subsystem` link.
 pub fn fake_sysfs(root: &Path, n: usize) -> io::Result<()> {
     let class = root.join("class/fake");
     std::fs::create_dir_all(&class)?;
-    std::fs::create_dir_all(root.join("kernel"))?;
-    std::fs::write(root.join("kernel/uevent_seqnum"), "1\n")?;
     for i in 0..n {
         let dir = root.join(format!("devices/fake/bus{}/fake{i}", i / 1000));
         std::fs::create_dir_all(&dir)?;

@@ -55,14 +55,6 @@ impl Sysfs {
         Some(dp)
     }
 
-    /// The current global uevent sequence number.
-    pub fn uevent_seqnum(&self) -> io::Result<u64> {
-        let s = fs::read_to_string(self.root.join("kernel/uevent_seqnum"))?;
-        s.trim()
-            .parse()
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad uevent_seqnum"))
-    }
-
     /// Whether a devpath still names a device.
     pub fn exists(&self, devpath: &[u8]) -> bool {
         self.syspath(devpath).join("uevent").is_file()
@@ -111,7 +103,8 @@ type AttrCache = RefCell<HashMap<Box<[u8]>, Option<Rc<[u8]>>>>;
 pub struct Device {
     sysfs: Sysfs,
     event: Uevent,
-    syspath: PathBuf,
+    /// Built on first use: most events never look at sysfs.
+    syspath: std::cell::OnceCell<PathBuf>,
     attrs: AttrCache,
     parent: RefCell<Option<Option<Rc<Device>>>>,
 }
@@ -127,7 +120,7 @@ impl std::fmt::Debug for Device {
 impl Device {
     pub fn from_event(sysfs: &Sysfs, event: Uevent) -> Device {
         Device {
-            syspath: sysfs.syspath(event.devpath()),
+            syspath: std::cell::OnceCell::new(),
             sysfs: sysfs.clone(),
             event,
             attrs: RefCell::default(),
@@ -156,7 +149,8 @@ impl Device {
     }
 
     pub fn syspath(&self) -> &Path {
-        &self.syspath
+        self.syspath
+            .get_or_init(|| self.sysfs.syspath(self.event.devpath()))
     }
 
     pub fn sysname(&self) -> &[u8] {
@@ -173,7 +167,7 @@ impl Device {
     pub fn subsystem(&self) -> Option<Vec<u8>> {
         match self.event.subsystem() {
             Some(s) => Some(s.to_vec()),
-            None => link_basename(&self.syspath.join("subsystem")),
+            None => link_basename(&self.syspath().join("subsystem")),
         }
     }
 
@@ -181,7 +175,7 @@ impl Device {
     pub fn driver(&self) -> Option<Vec<u8>> {
         match self.event.driver() {
             Some(d) => Some(d.to_vec()),
-            None => link_basename(&self.syspath.join("driver")),
+            None => link_basename(&self.syspath().join("driver")),
         }
     }
 
@@ -215,7 +209,7 @@ impl Device {
         if let Some(v) = self.attrs.borrow().get(name) {
             return v.clone();
         }
-        let path = self.syspath.join(OsStr::from_bytes(name));
+        let path = self.syspath().join(OsStr::from_bytes(name));
         let value = fs::read(path).ok().map(|mut v| {
             while v.last() == Some(&b'\n') {
                 v.pop();

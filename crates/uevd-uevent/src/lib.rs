@@ -438,31 +438,6 @@ impl Uevent {
         &dp[slash + 1..]
     }
 
-    /// Returns a copy with a property set (replacing an existing one).
-    pub fn with_property(&self, key: &[u8], value: &[u8]) -> Uevent {
-        let mut buf = Vec::with_capacity(self.data.len() + key.len() + value.len() + 2);
-        let mut replaced = false;
-        for (k, v) in self.iter() {
-            buf.extend_from_slice(k);
-            buf.push(b'=');
-            buf.extend_from_slice(if k == key {
-                replaced = true;
-                value
-            } else {
-                v
-            });
-            buf.push(0);
-        }
-        if !replaced {
-            buf.extend_from_slice(key);
-            buf.push(b'=');
-            buf.extend_from_slice(value);
-            buf.push(0);
-        }
-        // Only keys that already passed validation, plus one new one.
-        Uevent::parse_properties(&buf).unwrap_or_else(|_| self.clone())
-    }
-
     /// The properties as a NUL-separated `KEY=VALUE` list.
     pub fn to_nulstr(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.data.len());
@@ -567,14 +542,5 @@ mod tests {
         assert_eq!(ev.devname(), Some(&b"loop3"[..]));
         assert_eq!(ev.synth_uuid(), Some(&b"0"[..]));
         assert_eq!(ev.seqnum(), None);
-    }
-
-    #[test]
-    fn with_property_replaces_or_appends() {
-        let ev = Uevent::parse_kernel(VETH).unwrap();
-        let ev2 = ev.with_property(b"SEQNUM", b"9").with_property(b"X", b"y");
-        assert_eq!(ev2.seqnum(), Some(9));
-        assert_eq!(ev2.get(b"X"), Some(&b"y"[..]));
-        assert_eq!(ev2.iter().count(), ev.iter().count() + 1);
     }
 }

@@ -389,7 +389,8 @@ impl Processor {
         };
         let has_ifindex = dev.ifindex().is_some();
         // A device with nothing to record and no record before: no file.
-        let nothing_to_do = !record.has_info() && node.is_none() && !has_ifindex && !had_record;
+        let stored = record.needs_file(node.is_some(), has_ifindex);
+        let nothing_to_do = !stored && !had_record;
         if !nothing_to_do {
             if let Err(e) = self.db.write(&id, &record, node.is_some(), has_ifindex) {
                 errors.push(format!("database {id}: {e}"));
@@ -410,7 +411,7 @@ impl Processor {
                 devnum: dev.devnum(),
                 ifindex: dev.ifindex(),
                 devname: dev.devname().map(Into::into),
-                stored: record.has_info() || node.is_some() || has_ifindex,
+                stored,
                 record,
             },
         );
