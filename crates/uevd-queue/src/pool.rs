@@ -351,14 +351,43 @@ mod tests {
         let _h = q.spawn_workers(2, move |w: usize, _id: EventId, n: u32| {
             r.lock().unwrap().push((n, w, std::thread::current().id()));
         });
+        // Two events on one device: the second becomes ready only when the
+        // caller finishes the first, under the lock, so no worker can take
+        // either one.
         q.submit(vec![
             (keys("/devices/a".into()), 1),
-            (keys("/devices/b".into()), 2),
+            (keys("/devices/a".into()), 2),
         ]);
         let ran = ran_on.lock().unwrap().clone();
         let me = std::thread::current().id();
         assert_eq!(ran, vec![(1, 0, me), (2, 0, me)]);
         assert_eq!(q.status(), (0, 0));
+    }
+
+    #[test]
+    fn a_small_independent_batch_is_finished_when_submit_returns() {
+        let q: WorkQueue<u32> = WorkQueue::new(|_| {});
+        let ran_on = Arc::new(Mutex::new(Vec::new()));
+        let r = ran_on.clone();
+        let _h = q.spawn_workers(2, move |w: usize, _id: EventId, n: u32| {
+            r.lock().unwrap().push((n, w));
+        });
+        for round in 0..50u32 {
+            ran_on.lock().unwrap().clear();
+            q.submit(vec![
+                (keys(format!("/devices/a{round}")), 1),
+                (keys(format!("/devices/b{round}")), 2),
+            ]);
+            // A worker that happens to be awake may take the second event,
+            // but submit still returns only when the batch is done, and the
+            // first event always runs on the caller.
+            let mut ran = ran_on.lock().unwrap().clone();
+            ran.sort();
+            assert_eq!(ran.len(), 2);
+            assert_eq!(ran[0], (1, 0));
+            assert_eq!(ran[1].0, 2);
+            assert_eq!(q.status(), (0, 0));
+        }
     }
 
     #[test]
