@@ -30,7 +30,7 @@ impl Lab {
     pub fn new() -> io::Result<Lab> {
         let root =
             std::env::temp_dir().join(format!("uevd-lab.{}.{}", std::process::id(), uevd_nanos()));
-        std::fs::create_dir_all(&root)?;
+        std::fs::create_dir_all(root.join("rules.d"))?;
         let script = format!(
             "set -e; mount -t sysfs sysfs /sys; \
              for d in dev run; do mkdir -p '{r}'/$d; mount -t tmpfs -o mode=755 tmpfs '{r}'/$d; done; \
@@ -199,14 +199,23 @@ impl Lab {
         })
     }
 
-    /// `--dev`, `--run` pointing at the scratch directories.
+    /// `--dev`, `--run` pointing at the scratch directories, and
+    /// `--rules-dir` at the lab's own rules (empty unless a test writes
+    /// some), so that the machine's rules never run on the lab's devices.
     pub fn uevd_roots(&self) -> Vec<String> {
         vec![
             "--dev".into(),
             self.root.join("dev").display().to_string(),
             "--run".into(),
             self.root.join("run").display().to_string(),
+            "--rules-dir".into(),
+            self.rules_dir().display().to_string(),
         ]
+    }
+
+    /// The rules directory uevd reads in the lab.
+    pub fn rules_dir(&self) -> PathBuf {
+        self.root.join("rules.d")
     }
 
     /// Runs a uevd subcommand (trigger, settle, control ...) in the lab.

@@ -1,4 +1,5 @@
-//! NETLINK_KOBJECT_UEVENT sockets.
+//! NETLINK_KOBJECT_UEVENT sockets, and interface renaming over rtnetlink
+//! (see [`rtnl`]).
 //!
 //! Group 1 carries the kernel's own uevents; group 2 carries events a device
 //! manager has finished processing, in udev's monitor format. Anyone with
@@ -18,6 +19,9 @@ use std::fmt;
 use std::io::{self, IoSliceMut};
 use std::mem::MaybeUninit;
 use uevd_uevent::{monitor, ParseError, Uevent, MAX_MESSAGE};
+
+pub mod rtnl;
+pub use rtnl::{rename_interface, valid_interface_name};
 
 /// The kernel's multicast group.
 pub const GROUP_KERNEL: u32 = 1;

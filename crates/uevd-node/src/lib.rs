@@ -307,26 +307,41 @@ impl DevDir {
             Err(Errno::STALE) => return Err(err(name, NodeErrorKind::Planted)),
             Err(e) => return Err(err(name, NodeErrorKind::Io(e))),
         };
-        let uid_change = perms.uid.filter(|&u| u != st.st_uid);
-        let gid_change = perms.gid.filter(|&g| g != st.st_gid);
-        if uid_change.is_some() || gid_change.is_some() {
-            rfs::chownat(
-                &fd,
-                "",
-                uid_change.map(Uid::from_raw),
-                gid_change.map(Gid::from_raw),
-                AtFlags::EMPTY_PATH,
-            )
-            .map_err(io_err(name))?;
+        if set_permissions(&fd, &st, dir, base, perms).map_err(io_err(name))? {
             change = change.max_with(NodeChange::Updated);
         }
-        if let Some(mode) = mode {
-            if st.st_mode & 0o7777 != mode {
-                chmod_fd(&fd, dir, base, mode).map_err(io_err(name))?;
-                change = change.max_with(NodeChange::Updated);
-            }
-        }
         Ok(change)
+    }
+
+    /// Sets owner, group and mode of a node that exists without a device
+    /// event naming it (`OPTIONS+="static_node="`). Only a device node is
+    /// changed; a missing one is not an error.
+    pub fn apply_static(&self, name: &[u8], perms: Permissions) -> Result<NodeChange> {
+        let Some((dir, base)) = self.existing_parent(name)? else {
+            return Ok(NodeChange::Missing);
+        };
+        let dir = dir.fd();
+        let fd = match rfs::openat(
+            dir,
+            base,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(NodeChange::Missing),
+            Err(e) => return Err(err(name, NodeErrorKind::Io(e))),
+        };
+        let st = rfs::fstat(&fd).map_err(io_err(name))?;
+        let kind = FileType::from_raw_mode(st.st_mode);
+        if kind != FileType::CharacterDevice && kind != FileType::BlockDevice {
+            return Err(err(name, NodeErrorKind::Planted));
+        }
+        let changed = set_permissions(&fd, &st, dir, base, perms).map_err(io_err(name))?;
+        Ok(if changed {
+            NodeChange::Updated
+        } else {
+            NodeChange::Unchanged
+        })
     }
 
     /// Opens a node by O_PATH without following links and checks it is the
@@ -460,6 +475,37 @@ impl NodeChange {
             other
         }
     }
+}
+
+/// Changes what differs of owner, group and mode on an O_PATH node;
+/// true if anything changed.
+fn set_permissions(
+    fd: &OwnedFd,
+    st: &rfs::Stat,
+    dir: &OwnedFd,
+    base: &[u8],
+    perms: Permissions,
+) -> std::result::Result<bool, Errno> {
+    let mut changed = false;
+    let uid_change = perms.uid.filter(|&u| u != st.st_uid);
+    let gid_change = perms.gid.filter(|&g| g != st.st_gid);
+    if uid_change.is_some() || gid_change.is_some() {
+        rfs::chownat(
+            fd,
+            "",
+            uid_change.map(Uid::from_raw),
+            gid_change.map(Gid::from_raw),
+            AtFlags::EMPTY_PATH,
+        )?;
+        changed = true;
+    }
+    if let Some(mode) = perms.mode.map(|m| m & 0o7777) {
+        if st.st_mode & 0o7777 != mode {
+            chmod_fd(fd, dir, base, mode)?;
+            changed = true;
+        }
+    }
+    Ok(changed)
 }
 
 /// chmod through an O_PATH descriptor. The kernel has no fchmod for those

@@ -60,6 +60,62 @@ impl Sysfs {
         self.syspath(devpath).join("uevent").is_file()
     }
 
+    /// The devpath of a path below the root once every symlink in it is
+    /// resolved: links such as `physfn` or `/sys/class/*/*` stand for the
+    /// device directory they point at.
+    pub fn resolve(&self, path: &Path) -> Option<Vec<u8>> {
+        let real = fs::canonicalize(path).ok()?;
+        let root = fs::canonicalize(&self.root).ok()?;
+        let rel = real.strip_prefix(&root).ok()?;
+        let mut devpath = b"/".to_vec();
+        devpath.extend_from_slice(rel.as_os_str().as_bytes());
+        Some(devpath)
+    }
+
+    /// The device a path below the root leads to, symlinks followed. Only
+    /// directories below `/devices` with a `uevent` file are devices.
+    pub fn device_at(&self, path: &Path) -> Option<Device> {
+        let devpath = self.resolve(path)?;
+        if !devpath.starts_with(b"/devices/") {
+            return None;
+        }
+        Device::from_devpath(self, &devpath).ok()
+    }
+
+    /// Finds a device by subsystem and name the way udev's
+    /// `sd_device_new_from_subsystem_sysname()` does: the first of
+    /// `/bus/SUBSYSTEM/devices/NAME`, `/class/SUBSYSTEM/NAME` and
+    /// `/firmware/SUBSYSTEM/NAME` that exists decides, even when it turns out
+    /// not to be a device. A `/` in the name stands for the `!` sysfs uses.
+    pub fn device_by_subsystem_sysname(&self, subsystem: &[u8], sysname: &[u8]) -> Option<Device> {
+        let bad = |s: &[u8]| {
+            s.is_empty()
+                || s.contains(&0)
+                || s.split(|&c| c == b'/').any(|c| c == b"." || c == b"..")
+        };
+        if bad(subsystem) || bad(sysname) {
+            return None;
+        }
+        let name: Vec<u8> = sysname
+            .iter()
+            .map(|&c| if c == b'/' { b'!' } else { c })
+            .collect();
+        let (subsystem, name) = (OsStr::from_bytes(subsystem), OsStr::from_bytes(&name));
+        let candidates = [
+            self.root
+                .join("bus")
+                .join(subsystem)
+                .join("devices")
+                .join(name),
+            self.root.join("class").join(subsystem).join(name),
+            self.root.join("firmware").join(subsystem).join(name),
+        ];
+        let found = candidates
+            .iter()
+            .find(|p| fs::symlink_metadata(p).is_ok())?;
+        self.device_at(found)
+    }
+
     /// Builds the event the kernel would send for an existing device, by
     /// reading its `uevent` file and `subsystem` link: what coldplug and
     /// rescans use instead of asking the kernel to resend.
@@ -99,6 +155,42 @@ pub fn link_basename(link: &Path) -> Option<Vec<u8>> {
 /// Attribute values read during one event; `None` for absent attributes.
 type AttrCache = RefCell<HashMap<Box<[u8]>, Option<Rc<[u8]>>>>;
 
+/// sysfs attributes are small; anything larger is not an attribute (udev
+/// refuses files above 4 MiB the same way).
+const SYSATTR_MAX: u64 = 4 * 1024 * 1024 - 1;
+
+/// Reads one attribute file with udev's rules (`sd_device_get_sysattr_value`):
+/// a symlink is a value only for `driver`, `subsystem` and `module` (the last
+/// component of its target); directories and files without a read bit are
+/// not attributes; trailing `\n` and `\r` are dropped.
+pub fn read_sysattr(path: &Path, name: &[u8]) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let meta = fs::symlink_metadata(path).ok()?;
+    if meta.file_type().is_symlink() {
+        return match name {
+            b"driver" | b"subsystem" | b"module" => link_basename(path),
+            _ => None,
+        };
+    }
+    if meta.is_dir() || meta.permissions().mode() & 0o400 == 0 {
+        return None;
+    }
+    let mut value = Vec::new();
+    fs::File::open(path)
+        .ok()?
+        .take(SYSATTR_MAX + 1)
+        .read_to_end(&mut value)
+        .ok()?;
+    if value.len() as u64 > SYSATTR_MAX {
+        return None;
+    }
+    while matches!(value.last(), Some(b'\n' | b'\r')) {
+        value.pop();
+    }
+    Some(value)
+}
+
 /// A device as one event sees it.
 pub struct Device {
     sysfs: Sysfs,
@@ -106,6 +198,8 @@ pub struct Device {
     /// Built on first use: most events never look at sysfs.
     syspath: std::cell::OnceCell<PathBuf>,
     attrs: AttrCache,
+    /// Kept apart from `attrs`: the two read symlinks differently.
+    sysattrs: AttrCache,
     parent: RefCell<Option<Option<Rc<Device>>>>,
 }
 
@@ -124,6 +218,7 @@ impl Device {
             sysfs: sysfs.clone(),
             event,
             attrs: RefCell::default(),
+            sysattrs: RefCell::default(),
             parent: RefCell::default(),
         }
     }
@@ -220,6 +315,61 @@ impl Device {
         value
     }
 
+    /// The sysfs mount this device was read from.
+    pub fn sysfs(&self) -> &Sysfs {
+        &self.sysfs
+    }
+
+    /// A sysfs attribute as udev's builtins and rules see it (see
+    /// [`read_sysattr`]), read once per event. Unlike [`Device::attr`],
+    /// `driver`, `subsystem` and `module` give the name their link points
+    /// to, and other symlinks are not attributes.
+    pub fn sysattr(&self, name: &[u8]) -> Option<Rc<[u8]>> {
+        if name.is_empty() || name.contains(&0) || name.split(|&c| c == b'/').any(|c| c == b"..") {
+            return None;
+        }
+        if let Some(v) = self.sysattrs.borrow().get(name) {
+            return v.clone();
+        }
+        let path = self.syspath().join(OsStr::from_bytes(name));
+        let value = read_sysattr(&path, name).map(Rc::<[u8]>::from);
+        self.sysattrs
+            .borrow_mut()
+            .insert(name.into(), value.clone());
+        value
+    }
+
+    /// The device a link or directory below this one leads to, such as a
+    /// PCI virtual function's `physfn`.
+    pub fn child(&self, suffix: &[u8]) -> Option<Device> {
+        if suffix.is_empty() || suffix.split(|&c| c == b'/').any(|c| c == b"..") {
+            return None;
+        }
+        self.sysfs
+            .device_at(&self.syspath().join(OsStr::from_bytes(suffix)))
+    }
+
+    /// The nearest ancestor (not this device) in `subsystem`, and of
+    /// `devtype` when one is given.
+    pub fn parent_with_subsystem(
+        &self,
+        subsystem: &[u8],
+        devtype: Option<&[u8]>,
+    ) -> Option<Rc<Device>> {
+        let mut next = self.parent();
+        while let Some(dev) = next {
+            let devtype_matches = match devtype {
+                None => true,
+                Some(t) => dev.devtype() == Some(t),
+            };
+            if devtype_matches && dev.subsystem().as_deref() == Some(subsystem) {
+                return Some(dev);
+            }
+            next = dev.parent();
+        }
+        None
+    }
+
     /// The nearest ancestor that is a device (has a `uevent` file).
     pub fn parent(&self) -> Option<Rc<Device>> {
         if let Some(p) = self.parent.borrow().as_ref() {
@@ -299,6 +449,103 @@ mod tests {
         assert_eq!(pci.attr(b"vendor").as_deref(), Some(&b"0x1af4"[..]));
         assert_eq!(pci.attr(b"../../etc/passwd"), None);
         assert_eq!(pci.attr(b"missing"), None);
+    }
+
+    #[test]
+    fn sysattr_follows_udev_rules_for_links_directories_and_newlines() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        fake_device(root, "/devices/pci0/0000:00:02.0", "pci", "DRIVER=e1000\n");
+        let dir = root.join("devices/pci0/0000:00:02.0");
+        fs::create_dir_all(root.join("bus/pci/drivers/e1000")).unwrap();
+        symlink(root.join("bus/pci/drivers/e1000"), dir.join("driver")).unwrap();
+        fs::write(dir.join("label"), "Onboard\r\n\n").unwrap();
+        fs::write(dir.join("plain"), "x\n").unwrap();
+        symlink(dir.join("plain"), dir.join("alias")).unwrap();
+        fs::create_dir(dir.join("power")).unwrap();
+        fs::write(dir.join("store_only"), "1").unwrap();
+        fs::set_permissions(dir.join("store_only"), fs::Permissions::from_mode(0o200)).unwrap();
+        let dev = Device::from_devpath(&Sysfs::new(root), b"/devices/pci0/0000:00:02.0").unwrap();
+        assert_eq!(dev.sysattr(b"driver").as_deref(), Some(&b"e1000"[..]));
+        assert_eq!(dev.sysattr(b"subsystem").as_deref(), Some(&b"pci"[..]));
+        assert_eq!(dev.sysattr(b"label").as_deref(), Some(&b"Onboard"[..]));
+        assert_eq!(dev.sysattr(b"alias"), None);
+        assert_eq!(dev.attr(b"alias").as_deref(), Some(&b"x"[..]));
+        assert_eq!(dev.sysattr(b"power"), None);
+        assert_eq!(dev.sysattr(b"store_only"), None);
+        assert_eq!(dev.sysattr(b"../x"), None);
+        assert_eq!(dev.sysattr(b""), None);
+        assert_eq!(dev.sysfs().root(), root);
+    }
+
+    #[test]
+    fn finds_devices_by_subsystem_and_name_and_through_links() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let host = "/devices/pci0/0000:00:08.0/ata1/host0";
+        fake_device(root, "/devices/pci0/0000:00:08.0", "pci", "");
+        fake_device(root, "/devices/pci0/0000:00:08.0/ata1", "ata", "");
+        fake_device(
+            root,
+            "/devices/pci0/0000:00:08.0/ata1/ata_port/ata1",
+            "ata_port",
+            "",
+        );
+        fake_device(root, host, "scsi", "DEVTYPE=scsi_host\n");
+        fake_device(
+            root,
+            &format!("{host}/target0:0:0"),
+            "scsi",
+            "DEVTYPE=scsi_target\n",
+        );
+        let sdev = format!("{host}/target0:0:0/0:0:0:0");
+        fake_device(root, &sdev, "scsi", "DEVTYPE=scsi_device\n");
+        fs::create_dir_all(root.join("class/ata_port")).unwrap();
+        symlink(
+            "../../devices/pci0/0000:00:08.0/ata1/ata_port/ata1",
+            root.join("class/ata_port/ata1"),
+        )
+        .unwrap();
+        let sysfs = Sysfs::new(root);
+        let port = sysfs
+            .device_by_subsystem_sysname(b"ata_port", b"ata1")
+            .unwrap();
+        assert_eq!(
+            port.devpath(),
+            b"/devices/pci0/0000:00:08.0/ata1/ata_port/ata1"
+        );
+        assert!(sysfs
+            .device_by_subsystem_sysname(b"ata_port", b"ata2")
+            .is_none());
+        assert!(sysfs
+            .device_by_subsystem_sysname(b"ata_port", b"..")
+            .is_none());
+        assert!(sysfs.device_by_subsystem_sysname(b"", b"ata1").is_none());
+
+        let dev = Device::from_devpath(&sysfs, sdev.as_bytes()).unwrap();
+        let found = dev
+            .parent_with_subsystem(b"scsi", Some(b"scsi_host"))
+            .unwrap();
+        assert_eq!(found.devpath(), host.as_bytes());
+        let nearest = dev.parent_with_subsystem(b"scsi", None).unwrap();
+        assert_eq!(nearest.sysname(), b"target0:0:0");
+        assert!(dev.parent_with_subsystem(b"usb", None).is_none());
+
+        // A link from one device to another, as a virtual function's physfn.
+        let ata = Device::from_devpath(&sysfs, b"/devices/pci0/0000:00:08.0/ata1").unwrap();
+        symlink("..", root.join("devices/pci0/0000:00:08.0/ata1/up")).unwrap();
+        assert_eq!(
+            ata.child(b"up").unwrap().devpath(),
+            b"/devices/pci0/0000:00:08.0"
+        );
+        assert_eq!(ata.child(b"host0").unwrap().devpath(), host.as_bytes());
+        assert!(ata.child(b"missing").is_none());
+        assert!(ata.child(b"../..").is_none());
+        assert_eq!(
+            sysfs.resolve(&root.join("class/ata_port/ata1")).as_deref(),
+            Some(&b"/devices/pci0/0000:00:08.0/ata1/ata_port/ata1"[..])
+        );
     }
 
     #[test]

@@ -74,6 +74,48 @@ struct Daemon {
     started: Instant,
     overflows: u64,
     rejected: u64,
+    rules_config: uevd_rules::Config,
+    /// When the rules files were last compared with what is loaded.
+    rules_checked: Instant,
+}
+
+/// How often changed rules files are looked for, at most.
+const RULES_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Loads the rules, logging every problem with its place.
+fn load_rules(config: &uevd_rules::Config) -> uevd_rules::Rules {
+    let (rules, diagnostics) = uevd_rules::Rules::load(config);
+    for d in &diagnostics {
+        let place = format!("{}:{}:{}", d.file, d.at.line, d.at.column);
+        match d.severity {
+            uevd_rules::Severity::Error => log::error!("{place}: {}", d.message),
+            uevd_rules::Severity::Warning => log::warn!("{place}: {}", d.message),
+        }
+    }
+    log::info!(
+        "{} rules from {} files",
+        rules.line_count(),
+        rules.file_count()
+    );
+    rules
+}
+
+/// Gives the nodes `OPTIONS+="static_node=..."` names their owner, group
+/// and mode before any event: they exist (devtmpfs, or made by hand)
+/// without a device behind them until first opened.
+fn apply_static_nodes(dev: &DevDir, rules: &uevd_rules::Rules) {
+    for node in rules.static_nodes() {
+        if let Err(e) = dev.apply_static(
+            &node.name,
+            uevd_node::Permissions {
+                uid: node.uid,
+                gid: node.gid,
+                mode: node.mode,
+            },
+        ) {
+            log::debug!("static node {}: {e}", String::from_utf8_lossy(&node.name));
+        }
+    }
 }
 
 pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
@@ -144,12 +186,16 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
     };
     let sysfs = Sysfs::new(&roots.sys);
     let devtmpfs = dev.devtmpfs();
+    let rules_config = roots.rules_config();
+    let rules = load_rules(&rules_config);
+    apply_static_nodes(&dev, &rules);
     let processor = Arc::new(Processor::new(
         sysfs.clone(),
         dev,
         db,
         broadcaster,
         journal.clone(),
+        rules,
     ));
     let flag = QueueFlag::new(&udev_dir);
     flag.set(false);
@@ -171,6 +217,8 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
         started: Instant::now(),
         overflows: 0,
         rejected: 0,
+        rules_config,
+        rules_checked: Instant::now(),
     };
     if let Some(fd) = ready {
         signal_ready(fd);
@@ -253,11 +301,16 @@ fn signal_ready(fd: rustix::fd::OwnedFd) {
 impl Daemon {
     fn serve(&mut self, control: &Listener, signals: &Signals) -> io::Result<()> {
         loop {
-            let mut fds = [
+            let processor = self.processor.clone();
+            let watch_fd = processor.watches.as_ref().map(|w| w.fd());
+            let mut fds = vec![
                 PollFd::new(&self.kernel, PollFlags::IN),
                 PollFd::new(control.as_listener(), PollFlags::IN),
                 PollFd::new(&signals.fd, PollFlags::IN),
             ];
+            if let Some(fd) = &watch_fd {
+                fds.push(PollFd::from_borrowed_fd(*fd, PollFlags::IN));
+            }
             match poll(&mut fds, None) {
                 Ok(_) => {}
                 Err(Errno::INTR) => continue,
@@ -265,6 +318,11 @@ impl Daemon {
             }
             let ready = |i: usize| !fds[i].revents().is_empty();
             let (kernel_ready, control_ready, signalled) = (ready(0), ready(1), ready(2));
+            let written = fds.len() > 3 && ready(3);
+            drop(fds);
+            if written {
+                self.request_change_after_write();
+            }
             if kernel_ready {
                 self.drain_kernel()?;
             }
@@ -302,7 +360,46 @@ impl Daemon {
 
     /// Queues everything the kernel has sent; after lost events, rescans
     /// once the socket is empty, so the rescan sees the newest state.
+    /// Asks the kernel for a change event for each watched device whose
+    /// node was closed after a write, and for the partitions of a written
+    /// disk: what they hold may be different now.
+    fn request_change_after_write(&mut self) {
+        let Some(w) = &self.processor.watches else {
+            return;
+        };
+        for devpath in w.written() {
+            let dir = self.sysfs.syspath(&devpath);
+            let mut targets = vec![dir.clone()];
+            if let Ok(entries) = std::fs::read_dir(&dir) {
+                for e in entries.flatten() {
+                    if e.path().join("partition").exists() {
+                        targets.push(e.path());
+                    }
+                }
+            }
+            for t in targets {
+                if let Err(e) = std::fs::write(t.join("uevent"), "change") {
+                    log::debug!("{}: {e}", t.display());
+                }
+            }
+        }
+    }
+
+    /// Reloads the rules when a rules file changed, looking at most every
+    /// few seconds: a storm of events must not cost a stat per file each.
+    fn reload_if_changed(&mut self) {
+        if self.rules_checked.elapsed() < RULES_CHECK_INTERVAL {
+            return;
+        }
+        self.rules_checked = Instant::now();
+        if self.processor.rules().changed() {
+            log::info!("rules files changed; reloading");
+            self.processor.set_rules(load_rules(&self.rules_config));
+        }
+    }
+
     fn drain_kernel(&mut self) -> io::Result<()> {
+        self.reload_if_changed();
         let mut lost = false;
         loop {
             let (batch, overflowed) = self.read_batch()?;
@@ -463,9 +560,15 @@ impl Daemon {
                 });
             }
             Request::Reload => {
-                // Rules and configuration are not cached yet, so there is
-                // nothing stale to drop.
-                conn.reply(&Reply::Ok("nothing cached".into()))
+                let rules = load_rules(&self.rules_config);
+                let summary = format!(
+                    "{} rules files, {} rules",
+                    rules.file_count(),
+                    rules.line_count()
+                );
+                self.processor.set_rules(rules);
+                self.rules_checked = Instant::now();
+                conn.reply(&Reply::Ok(summary))
             }
             Request::Exit => {
                 conn.reply(&Reply::Ok(String::new()));
@@ -479,12 +582,14 @@ impl Daemon {
                 let (pending, running) = self.queue.status();
                 let p = &self.processor;
                 conn.reply(&Reply::Ok(format!(
-                    "pending={pending} running={running} processed={} failed={} rejected={} overflows={} known={} uptime_ms={} control={}",
+                    "pending={pending} running={running} processed={} failed={} rejected={} overflows={} known={} links={} rules={} uptime_ms={} control={}",
                     p.processed.load(std::sync::atomic::Ordering::Relaxed),
                     p.failed.load(std::sync::atomic::Ordering::Relaxed),
                     self.rejected,
                     self.overflows,
                     p.known_count(),
+                    p.claimed_links(),
+                    p.rules().line_count(),
                     self.started.elapsed().as_millis(),
                     self.roots.control().display(),
                 )));

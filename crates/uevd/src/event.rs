@@ -5,13 +5,18 @@
 //! uevd remembers of the device; sysfs is read only when a decision needs
 //! it. Nothing forks.
 
+use crate::links::{Claimant, LinkClaims};
+use crate::watch::Watches;
 use std::collections::{HashMap, HashSet};
+use std::os::unix::ffi::OsStrExt;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, RwLock};
 use uevd_db::{Database, DeviceId, Record};
 use uevd_netlink::Broadcaster;
 use uevd_node::{DevDir, Node, NodeKind, Permissions};
 use uevd_queue::{DevKey, EventId, EventKeys};
+use uevd_rules::Rules;
 use uevd_sysfs::{Device, Sysfs};
 use uevd_timeline::{now, Entry, EventRecord, Journal, Step};
 use uevd_uevent::{monitor, Action, Uevent};
@@ -19,28 +24,13 @@ use uevd_uevent::{monitor, Action, Uevent};
 /// Properties added to an event when it is announced as processed.
 type Properties = Vec<(Vec<u8>, Vec<u8>)>;
 
-/// What becomes of a device: decided by the kernel's defaults today, by
-/// the rules when they run.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Outcome {
-    pub permissions: Permissions,
-    /// Links below /dev to the device's node.
-    pub links: Vec<Vec<u8>>,
-    pub link_priority: i32,
-    /// Properties recorded in the database (E: lines).
-    pub properties: Properties,
-    pub tags: Vec<Vec<u8>>,
-    pub db_persist: bool,
-}
-
-/// What a processed event announces beyond the kernel's properties, in
-/// udev's spelling. Failures on the way are reported beside it.
+/// What a processed event announces beyond the properties the rules left
+/// it with, in udev's spelling.
 fn announced_properties(record: &Record) -> Properties {
     let mut out = vec![(
         b"USEC_INITIALIZED".to_vec(),
         record.usec_initialized.to_string().into_bytes(),
     )];
-    out.extend(record.properties.iter().cloned());
     if !record.links.is_empty() {
         let devlinks: Vec<Vec<u8>> = record
             .links
@@ -131,6 +121,11 @@ pub struct Processor {
     pub db: Database,
     broadcaster: Option<Broadcaster>,
     pub journal: Journal,
+    rules: RwLock<Arc<Rules>>,
+    /// Who owns each link that more than one device may want.
+    claims: Mutex<LinkClaims>,
+    /// Nodes the rules asked to watch for writes (OPTIONS+="watch").
+    pub watches: Option<Watches>,
     known: Mutex<HashMap<Box<[u8]>, Known>>,
     /// Records found on disk at start that no event has claimed yet (left
     /// by an earlier run or the initramfs): only these are worth reading.
@@ -183,6 +178,7 @@ impl Processor {
         db: Database,
         broadcaster: Option<Broadcaster>,
         journal: Journal,
+        rules: Rules,
     ) -> Processor {
         let unclaimed = Mutex::new(db.ids().into_iter().collect());
         Processor {
@@ -192,14 +188,38 @@ impl Processor {
             unclaimed,
             broadcaster,
             journal,
+            rules: RwLock::new(Arc::new(rules)),
+            claims: Mutex::default(),
+            watches: match Watches::new() {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    log::warn!("cannot watch nodes for writes (inotify): {e}");
+                    None
+                }
+            },
             known: Mutex::default(),
             processed: AtomicU64::new(0),
             failed: AtomicU64::new(0),
         }
     }
 
+    /// The rules in force; an event keeps the set it started with.
+    pub fn rules(&self) -> Arc<Rules> {
+        self.rules.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Puts new rules in force for the events that start from now on.
+    pub fn set_rules(&self, rules: Rules) {
+        *self.rules.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(rules);
+    }
+
     fn known(&self) -> std::sync::MutexGuard<'_, HashMap<Box<[u8]>, Known>> {
         self.known.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many links have a claim.
+    pub fn claimed_links(&self) -> usize {
+        self.claims.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// How many devices uevd knows now.
@@ -217,7 +237,7 @@ impl Processor {
     pub fn process(&self, worker: usize, id: EventId, job: Job) {
         let started = now();
         let mut clock = Clock::new(self.journal.enabled());
-        let device = Device::from_event(&self.sysfs, job.event);
+        let device = Rc::new(Device::from_event(&self.sysfs, job.event));
         let result = match device.event().action() {
             Action::Remove => self.remove(&device, &mut clock),
             _ => self.update(&device, &mut clock),
@@ -275,20 +295,55 @@ impl Processor {
         })
     }
 
-    /// What should become of a device. With no rules the kernel decides:
-    /// its DEVUID, DEVGID and DEVMODE for a node uevd creates itself
-    /// (devtmpfs has applied them already), no links, properties or tags.
-    fn decide(&self, dev: &Device) -> Outcome {
-        let mut outcome = Outcome::default();
-        if !self.dev.devtmpfs() {
-            let ev = dev.event();
-            outcome.permissions = Permissions {
-                uid: Some(ev.get(b"DEVUID").and_then(parse_dec).unwrap_or(0)),
-                gid: Some(ev.get(b"DEVGID").and_then(parse_dec).unwrap_or(0)),
-                mode: Some(ev.get(b"DEVMODE").and_then(parse_octal).unwrap_or(0o600)),
-            };
+    /// Owner, group and mode of a node: what the rules set, else what the
+    /// kernel asked for, else root and 0600 (0660 when a group is set), as
+    /// udev does.
+    fn permissions(dev: &Device, rules: &uevd_rules::Outcome) -> Permissions {
+        let ev = dev.event();
+        let uid = rules.uid.or_else(|| ev.get(b"DEVUID").and_then(parse_dec));
+        let gid = rules.gid.or_else(|| ev.get(b"DEVGID").and_then(parse_dec));
+        let mode = rules
+            .mode
+            .or_else(|| ev.get(b"DEVMODE").and_then(parse_octal))
+            .unwrap_or(if gid.unwrap_or(0) > 0 { 0o660 } else { 0o600 });
+        Permissions {
+            uid: Some(uid.unwrap_or(0)),
+            gid: Some(gid.unwrap_or(0)),
+            mode: Some(mode),
         }
-        outcome
+    }
+
+    /// Moves the device's links from `old` to `new`: claims what it newly
+    /// wants, gives up what it no longer wants, and points each link at
+    /// whoever owns it now. Under one lock, so that two devices that
+    /// want one link never leave it pointing at the loser.
+    fn update_links(
+        &self,
+        me: &Claimant,
+        old: &[Vec<u8>],
+        new: &[Vec<u8>],
+        priority: i32,
+        errors: &mut Vec<String>,
+    ) {
+        let mut claims = self.claims.lock().unwrap_or_else(|p| p.into_inner());
+        for stale in old.iter().filter(|l| !new.contains(l)) {
+            let next = claims.release(stale, &me.key);
+            let result = match next {
+                Some(owner) => self.dev.link(stale, &owner.node).map(|_| ()),
+                None => self.dev.unlink(stale, &me.node).map(|_| ()),
+            };
+            if let Err(e) = result {
+                errors.push(e.to_string());
+            }
+        }
+        for link in new {
+            let owner = claims.claim(link, priority, me.clone());
+            if owner.key == me.key {
+                if let Err(e) = self.dev.link(link, &me.node) {
+                    errors.push(e.to_string());
+                }
+            }
+        }
     }
 
     fn device_id(dev: &Device) -> DeviceId {
@@ -319,8 +374,70 @@ impl Processor {
         }
     }
 
+    /// Gives a new interface the name NAME= asked for, as udev 252 does:
+    /// on add only, and not while the interface is up (the kernel would
+    /// allow it since 6.2, but programs that saw the old name would not
+    /// expect it to change under them). Returns the new name.
+    fn rename_interface(
+        &self,
+        dev: &Device,
+        outcome: &uevd_rules::Outcome,
+        errors: &mut Vec<String>,
+    ) -> Option<Vec<u8>> {
+        let (Some(ifindex), Some(name)) = (dev.ifindex(), &outcome.name) else {
+            return None;
+        };
+        if dev.event().action() != Action::Add || name.as_slice() == dev.sysname() {
+            return None;
+        }
+        let up = dev
+            .attr(b"flags")
+            .and_then(|f| {
+                let f = std::str::from_utf8(&f)
+                    .ok()?
+                    .trim()
+                    .trim_start_matches("0x")
+                    .to_owned();
+                u32::from_str_radix(&f, 16).ok()
+            })
+            .is_some_and(|f| f & 1 != 0);
+        let old = String::from_utf8_lossy(dev.sysname()).into_owned();
+        let new = String::from_utf8_lossy(name).into_owned();
+        if up {
+            errors.push(format!("interface {old} is up; not renaming it to {new}"));
+            return None;
+        }
+        match uevd_netlink::rename_interface(ifindex, name) {
+            Ok(()) => {
+                log::info!("renamed network interface {old} to {new}");
+                Some(name.clone())
+            }
+            Err(e) => {
+                errors.push(format!("renaming network interface {old} to {new}: {e}"));
+                None
+            }
+        }
+    }
+
+    /// Runs what RUN asked for, with the event's properties as the
+    /// programs' environment.
+    fn run_programs(
+        &self,
+        rules: &Rules,
+        dev: &Rc<Device>,
+        outcome: &uevd_rules::Outcome,
+        env: &Properties,
+        errors: &mut Vec<String>,
+    ) {
+        for r in &outcome.run {
+            if let Err(e) = rules.run(r, dev, env) {
+                errors.push(format!("RUN: {e}"));
+            }
+        }
+    }
+
     /// add, change, move, bind, unbind, online, offline.
-    fn update(&self, dev: &Device, clock: &mut Clock) -> (Properties, Vec<String>) {
+    fn update(&self, dev: &Rc<Device>, clock: &mut Clock) -> (Properties, Vec<String>) {
         let id = Self::device_id(dev);
         let ev = dev.event();
         // A renamed device keeps what uevd knew of it under its old path.
@@ -337,32 +454,54 @@ impl Processor {
             }
             None => self.previous(dev.devpath(), &id),
         };
-        let outcome = self.decide(dev);
         clock.step("device");
+        let rules = self.rules();
+        let outcome = rules.apply(
+            uevd_rules::Event {
+                device: dev.clone(),
+                previous: previous.as_ref(),
+                test: false,
+                trace: false,
+            },
+            self,
+        );
+        clock.step("rules");
+        let mut errors: Vec<String> = outcome.warnings.clone();
+        let renamed = self.rename_interface(dev, &outcome, &mut errors);
         let node = Self::node_of(dev);
-        let mut errors = Vec::new();
-        let mut links = outcome.links;
+        let mut links = outcome.links.clone();
         links.sort();
         links.dedup();
+        let old_links = previous
+            .as_ref()
+            .map(|p| p.links.clone())
+            .unwrap_or_default();
         if let Some(node) = &node {
-            if let Err(e) = self.dev.apply_node(node, outcome.permissions) {
+            if let Err(e) = self.dev.apply_node(node, Self::permissions(dev, &outcome)) {
                 errors.push(e.to_string());
             }
             clock.step("node");
-            let devnum_link = DevDir::devnum_link(node);
-            for l in std::iter::once(&devnum_link).chain(&links) {
-                if let Err(e) = self.dev.link(l, node.name) {
-                    errors.push(e.to_string());
-                }
+            if let Err(e) = self.dev.link(&DevDir::devnum_link(node), node.name) {
+                errors.push(e.to_string());
             }
-            if let Some(prev) = &previous {
-                for stale in prev.links.iter().filter(|l| !links.contains(l)) {
-                    if let Err(e) = self.dev.unlink(stale, node.name) {
-                        errors.push(e.to_string());
-                    }
-                }
-            }
+            let me = Claimant {
+                key: id.as_str().as_bytes().into(),
+                node: node.name.into(),
+            };
+            self.update_links(&me, &old_links, &links, outcome.link_priority, &mut errors);
             clock.step("links");
+            if let Some(w) = &self.watches {
+                // Each event states it again, as in udev: a rule that no
+                // longer says "watch" ends the watch.
+                if outcome.watch == Some(true) {
+                    let path = self.dev.path().join(std::ffi::OsStr::from_bytes(node.name));
+                    if let Err(e) = w.watch(&path, dev.devpath()) {
+                        errors.push(format!("watching {}: {e}", path.display()));
+                    }
+                } else {
+                    w.unwatch(dev.devpath());
+                }
+            }
         }
         let usec = previous
             .as_ref()
@@ -382,9 +521,9 @@ impl Processor {
             links,
             link_priority: outcome.link_priority,
             usec_initialized: usec,
-            properties: outcome.properties,
+            properties: outcome.properties.clone(),
             tags,
-            current_tags: outcome.tags,
+            current_tags: outcome.tags.clone(),
             persist: outcome.db_persist,
         };
         let has_ifindex = dev.ifindex().is_some();
@@ -402,7 +541,19 @@ impl Processor {
             }
         }
         clock.step("db");
-        let announce = announced_properties(&record);
+        let mut announce = outcome.event_properties.clone();
+        if let Some(new) = renamed {
+            for (k, v) in announce.iter_mut() {
+                if k == b"INTERFACE" {
+                    *v = new.clone();
+                }
+            }
+        }
+        announce.extend(announced_properties(&record));
+        if !outcome.run.is_empty() {
+            self.run_programs(&rules, dev, &outcome, &announce, &mut errors);
+            clock.step("run");
+        }
         self.known().insert(
             dev.devpath().into(),
             Known {
@@ -418,7 +569,7 @@ impl Processor {
         (announce, errors)
     }
 
-    fn remove(&self, dev: &Device, clock: &mut Clock) -> (Properties, Vec<String>) {
+    fn remove(&self, dev: &Rc<Device>, clock: &mut Clock) -> (Properties, Vec<String>) {
         let id = Self::device_id(dev);
         let known = self.known().remove(dev.devpath());
         let previous = match known {
@@ -426,17 +577,33 @@ impl Processor {
             None => self.previous(dev.devpath(), &id),
         };
         clock.step("device");
-        let mut errors = Vec::new();
+        let rules = self.rules();
+        let outcome = rules.apply(
+            uevd_rules::Event {
+                device: dev.clone(),
+                previous: previous.as_ref(),
+                test: false,
+                trace: false,
+            },
+            self,
+        );
+        clock.step("rules");
+        let mut errors: Vec<String> = outcome.warnings.clone();
+        if let Some(w) = &self.watches {
+            w.unwatch(dev.devpath());
+        }
         if let Some(node) = Self::node_of(dev) {
-            let mut links = previous
+            let old_links = previous
                 .as_ref()
                 .map(|p| p.links.clone())
                 .unwrap_or_default();
-            links.push(DevDir::devnum_link(&node));
-            for l in &links {
-                if let Err(e) = self.dev.unlink(l, node.name) {
-                    errors.push(e.to_string());
-                }
+            let me = Claimant {
+                key: id.as_str().as_bytes().into(),
+                node: node.name.into(),
+            };
+            self.update_links(&me, &old_links, &[], 0, &mut errors);
+            if let Err(e) = self.dev.unlink(&DevDir::devnum_link(&node), node.name) {
+                errors.push(e.to_string());
             }
             clock.step("links");
             if let Err(e) = self.dev.remove_node(&node) {
@@ -456,25 +623,30 @@ impl Processor {
             }
         }
         clock.step("db");
-        (Vec::new(), errors)
+        let announce = outcome.event_properties.clone();
+        if !outcome.run.is_empty() {
+            self.run_programs(&rules, dev, &outcome, &announce, &mut errors);
+            clock.step("run");
+        }
+        (announce, errors)
     }
 
     /// Tells libudev clients the event is processed.
-    fn announce(&self, b: &Broadcaster, dev: &Device, extra: &[(Vec<u8>, Vec<u8>)]) {
+    fn announce(&self, b: &Broadcaster, dev: &Device, all: &[(Vec<u8>, Vec<u8>)]) {
         let ev = dev.event();
-        let mut props = ev.to_nulstr();
+        let mut props = Vec::new();
         if ev.seqnum().is_none() {
             // Synthesised events carry no kernel seqnum; libudev rejects an
             // event without one.
             props.extend_from_slice(b"SEQNUM=1\0");
         }
-        for (k, v) in extra {
+        for (k, v) in all {
             props.extend_from_slice(k);
             props.push(b'=');
             props.extend_from_slice(v);
             props.push(0);
         }
-        let tags = extra
+        let tags = all
             .iter()
             .find(|(k, _)| k == b"TAGS")
             .map(|(_, v)| {
@@ -489,6 +661,27 @@ impl Processor {
                 "cannot announce {}: {e}",
                 dev.devpath_os().to_string_lossy()
             );
+        }
+    }
+}
+
+/// What the rules see of a device's parents: what uevd remembers of
+/// them, or what the database holds for one processed before a restart.
+impl uevd_rules::Store for Processor {
+    fn record(&self, device: &Device) -> Option<Record> {
+        if let Some(k) = self.known().get(device.devpath()) {
+            return k.stored.then(|| k.record.clone());
+        }
+        let id = Self::device_id(device);
+        let on_disk = self
+            .unclaimed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&id);
+        if on_disk {
+            self.db.read(&id).ok().flatten()
+        } else {
+            None
         }
     }
 }
@@ -510,7 +703,8 @@ mod tests {
         let p = announced_properties(&record);
         let get = |k: &[u8]| p.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
         assert_eq!(get(b"USEC_INITIALIZED"), Some(b"42".to_vec()));
-        assert_eq!(get(b"ID_X"), Some(b"1".to_vec()));
+        // Rule properties travel with the event's own, not here.
+        assert_eq!(get(b"ID_X"), None);
         assert_eq!(
             get(b"DEVLINKS"),
             Some(b"/dev/disk/by-id/a /dev/cdrom".to_vec())

@@ -20,7 +20,10 @@ impl log::Log for Logger {
                 log::Level::Warn => "warning: ",
                 _ => "",
             };
-            let _ = writeln!(std::io::stderr().lock(), "uevd: {tag}{}", r.args());
+            // One write per message: stderr is unbuffered, and in the
+            // kernel log (/dev/kmsg) each write is a record of its own.
+            let line = format!("uevd: {tag}{}\n", r.args());
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
         }
     }
 

@@ -3,10 +3,13 @@
 mod control;
 mod daemon;
 mod event;
+mod links;
 mod log;
 mod monitor;
+mod rules_cmd;
 mod settle;
 mod trigger;
+mod watch;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -26,6 +29,16 @@ pub struct Roots {
     /// socket, timeline).
     #[arg(long, default_value = "/run", global = true, value_name = "DIR")]
     pub run: PathBuf,
+    /// A rules directory, instead of udev's (/etc/udev/rules.d,
+    /// /run/udev/rules.d, /usr/local/lib/udev/rules.d, /usr/lib/udev/rules.d,
+    /// /lib/udev/rules.d); repeat for several, earlier ones masking later.
+    #[arg(long = "rules-dir", global = true, value_name = "DIR")]
+    pub rules_dirs: Vec<PathBuf>,
+    /// When OWNER= and GROUP= names are looked up: early (when the rules
+    /// load; "late" is taken as early) or never (only numeric ids apply, as
+    /// initramfs-tools runs udevd).
+    #[arg(long, global = true, default_value = "early", value_parser = ["early", "late", "never"])]
+    pub resolve_names: String,
 }
 
 impl Roots {
@@ -39,6 +52,16 @@ impl Roots {
 
     pub fn control(&self) -> PathBuf {
         self.uevd_dir().join("control")
+    }
+
+    /// Where rules come from and how their programs run.
+    pub fn rules_config(&self) -> uevd_rules::Config {
+        let mut config = uevd_rules::Config::default();
+        if !self.rules_dirs.is_empty() {
+            config.dirs = self.rules_dirs.clone();
+        }
+        config.resolve_names = self.resolve_names != "never";
+        config
     }
 }
 
@@ -72,6 +95,11 @@ enum Command {
     Monitor(monitor::Options),
     /// Talk to the running daemon.
     Control(control::Options),
+    /// Run the rules for one device and print what they decide, changing
+    /// nothing.
+    Test(rules_cmd::TestOptions),
+    /// Check rules files for errors without running them.
+    Verify(rules_cmd::VerifyOptions),
 }
 
 fn main() -> ExitCode {
@@ -83,6 +111,8 @@ fn main() -> ExitCode {
         Command::Settle(o) => settle::run(&cli.roots, o),
         Command::Monitor(o) => monitor::run(o),
         Command::Control(o) => control::run(&cli.roots, o),
+        Command::Test(o) => rules_cmd::test(&cli.roots, o),
+        Command::Verify(o) => rules_cmd::verify(&cli.roots, o),
     };
     match result {
         Ok(code) => code,

@@ -617,3 +617,306 @@ fn a_second_daemon_refuses_to_take_over() {
     let log = daemon.stop(&lab).unwrap();
     assert!(!log.contains("refused"), "{log}");
 }
+
+/// A loop device number for one test, out of the way of the machine's.
+fn loop_number(offset: i32) -> i32 {
+    500 + offset * 100 + (std::process::id() % 100) as i32
+}
+
+fn write_rules(lab: &Lab, name: &str, text: &str) {
+    std::fs::write(lab.rules_dir().join(name), text).unwrap();
+}
+
+fn db_record(lab: &Lab, id: &str) -> String {
+    std::fs::read_to_string(lab.run().join("udev/data").join(id)).unwrap_or_default()
+}
+
+#[test]
+fn rules_give_a_block_device_links_permissions_properties_and_tags() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    write_rules(
+        &lab,
+        "50-test.rules",
+        concat!(
+            "SUBSYSTEM==\"block\", KERNEL==\"loop*\", ENV{ID_TEST}=\"yes-$kernel\", ",
+            "SYMLINK+=\"test/by-name/$kernel test/other-%n\", GROUP=\"6\", MODE=\"0640\", TAG+=\"uevd_test\"\n",
+            "ENV{ID_TEST}==\"yes-*\", PROGRAM=\"/bin/sh -c 'echo from-program $$ID_TEST'\", ENV{ID_RESULT}=\"%c{2}\"\n",
+        ),
+    );
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    let n = loop_number(0);
+    if !loop_device(&lab, "loop-add", n).status.success() {
+        eprintln!("skipped: no loop-control here");
+        return;
+    }
+    lab.settle(uevd()).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(lab.dev().join(format!("loop{n}"))).unwrap();
+    assert_eq!((meta.mode() & 0o777, meta.gid()), (0o640, 6));
+    assert_eq!(
+        std::fs::read_link(lab.dev().join(format!("test/by-name/loop{n}"))).unwrap(),
+        Path::new(&format!("../../loop{n}"))
+    );
+    assert!(lab.dev().join(format!("test/other-{n}")).exists());
+    let record = db_record(&lab, &format!("b7:{n}"));
+    assert!(
+        record.contains(&format!("E:ID_TEST=yes-loop{n}\n")),
+        "{record}"
+    );
+    assert!(
+        record.contains(&format!("E:ID_RESULT=yes-loop{n}\n")),
+        "{record}"
+    );
+    assert!(
+        record.contains(&format!("S:test/by-name/loop{n}\n")),
+        "{record}"
+    );
+    assert!(record.contains("G:uevd_test\n") && record.contains("Q:uevd_test\n"));
+    assert!(lab
+        .run()
+        .join(format!("udev/tags/uevd_test/b7:{n}"))
+        .exists());
+    // `uevd test` shows the same decision without changing anything.
+    let out = lab
+        .uevd(
+            uevd(),
+            &["test", &format!("/devices/virtual/block/loop{n}")],
+        )
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("50-test.rules:1"), "{text}");
+    assert!(text.contains(&format!("ID_TEST=yes-loop{n}")), "{text}");
+    assert!(text.contains("mode: 0640"), "{text}");
+
+    assert!(loop_device(&lab, "loop-remove", n).status.success());
+    lab.settle(uevd()).unwrap();
+    assert!(std::fs::symlink_metadata(lab.dev().join(format!("test/by-name/loop{n}"))).is_err());
+    assert!(
+        !lab.dev().join("test").exists(),
+        "emptied link directories go"
+    );
+    assert!(!lab
+        .run()
+        .join(format!("udev/tags/uevd_test/b7:{n}"))
+        .exists());
+    daemon.stop(&lab).unwrap();
+}
+
+#[test]
+fn a_contended_link_goes_to_the_highest_priority_and_is_handed_over() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let (low, high) = (loop_number(1), loop_number(1) + 1);
+    write_rules(
+        &lab,
+        "50-test.rules",
+        &format!(
+            "KERNEL==\"loop{low}|loop{high}\", SYMLINK+=\"test/shared\"\n\
+             KERNEL==\"loop{high}\", OPTIONS+=\"link_priority=10\"\n"
+        ),
+    );
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    if !loop_device(&lab, "loop-add", high).status.success() {
+        eprintln!("skipped: no loop-control here");
+        return;
+    }
+    lab.settle(uevd()).unwrap();
+    assert!(loop_device(&lab, "loop-add", low).status.success());
+    lab.settle(uevd()).unwrap();
+    let shared = lab.dev().join("test/shared");
+    let target = || std::fs::read_link(&shared).ok();
+    assert_eq!(
+        target(),
+        Some(format!("../loop{high}").into()),
+        "priority 10 beats 0"
+    );
+    assert!(loop_device(&lab, "loop-remove", high).status.success());
+    lab.settle(uevd()).unwrap();
+    assert_eq!(
+        target(),
+        Some(format!("../loop{low}").into()),
+        "handed over"
+    );
+    assert!(loop_device(&lab, "loop-remove", low).status.success());
+    lab.settle(uevd()).unwrap();
+    assert_eq!(target(), None);
+    daemon.stop(&lab).unwrap();
+}
+
+#[test]
+fn run_programs_get_the_event_and_broken_rules_leave_the_rest_working() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let out = lab.root().join("run-output");
+    write_rules(
+        &lab,
+        "50-test.rules",
+        &format!(
+            concat!(
+                "SUBSYSTEM==\"net\", ACTION==\"add\", ENV{{ID_X}}=\"x-$kernel\"\n",
+                "SUBSYSTEM==\"net\", ACTION==\"add\", BROKEN_KEY==\"1\"\n",
+                "SUBSYSTEM==\"net\", ACTION==\"add\", KERNEL==\"rt*\", ",
+                "RUN+=\"/bin/sh -c 'echo $$ACTION $$INTERFACE $$ID_X >> {}'\"\n",
+                "SUBSYSTEM==\"net\", KERNEL==\"rta0\", OPTIONS+=\"log_level=debug\"\n",
+                "SUBSYSTEM==\"net\", ENV{{ID_AFTER}}=\"1\"\n",
+            ),
+            out.display()
+        ),
+    );
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    lab.ip_batch(&veth_pairs("rt", 1)).unwrap();
+    lab.settle(uevd()).unwrap();
+    let mut lines: Vec<String> = std::fs::read_to_string(&out)
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect();
+    lines.sort();
+    assert_eq!(lines, vec!["add rta0 x-rta0", "add rtb0 x-rtb0"]);
+    let log = daemon.stop(&lab).unwrap();
+    assert!(
+        log.contains("50-test.rules:2:34: unknown key 'BROKEN_KEY'; the rule is ignored"),
+        "{log}"
+    );
+    // log_level=debug traces the rest of that event's rules, only that one.
+    assert!(
+        log.contains("/rta0: ") && log.contains("50-test.rules:5 applied"),
+        "{log}"
+    );
+    assert!(!log.contains("/rtb0: "), "{log}");
+}
+
+#[test]
+fn rules_are_reloaded_on_request_and_when_their_files_change() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    assert_eq!(status(&lab)["rules"], "0");
+    write_rules(&lab, "50-a.rules", "SUBSYSTEM==\"net\", ENV{ID_A}=\"1\"\n");
+    let reply = lab.uevd(uevd(), &["control", "--reload"]).unwrap();
+    assert!(reply.status.success());
+    assert_eq!(status(&lab)["rules"], "1");
+    lab.ip_batch(&veth_pairs("rl", 1)).unwrap();
+    lab.settle(uevd()).unwrap();
+    let ifindex = |name: &str| {
+        lab.interfaces()
+            .unwrap()
+            .into_iter()
+            .find(|(_, n)| n == name)
+            .unwrap()
+            .0
+    };
+    assert!(db_record(&lab, &format!("n{}", ifindex("rla0"))).contains("E:ID_A=1"));
+    // A changed file is noticed without being asked, at the next event
+    // after the check interval.
+    write_rules(&lab, "50-b.rules", "SUBSYSTEM==\"net\", ENV{ID_B}=\"1\"\n");
+    std::thread::sleep(Duration::from_millis(3200));
+    lab.ip_batch(&veth_pairs("rm", 1)).unwrap();
+    lab.settle(uevd()).unwrap();
+    assert!(db_record(&lab, &format!("n{}", ifindex("rma0"))).contains("E:ID_B=1"));
+    assert_eq!(status(&lab)["rules"], "2");
+    daemon.stop(&lab).unwrap();
+}
+
+#[test]
+fn verify_reports_each_broken_line_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("99-broken.rules");
+    std::fs::write(
+        &file,
+        "KERNEL==\"a\", ENV{X}=\"1\"\nKERNEL==\"a\" ENV{Y}=\"unterminated\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(uevd())
+        .args(["verify", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("99-broken.rules:2:20: error: missing closing double quote"),
+        "{err}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("1 files, 1 rules: 1 errors"), "{stdout}");
+}
+
+#[test]
+fn name_renames_a_new_interface_over_rtnetlink() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    write_rules(
+        &lab,
+        "70-names.rules",
+        "SUBSYSTEM==\"net\", ACTION==\"add\", KERNEL==\"rna0\", NAME=\"lan-$attr{ifindex}\"\n",
+    );
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    lab.ip_batch(&veth_pairs("rn", 1)).unwrap();
+    lab.settle(uevd()).unwrap();
+    // The rename makes the kernel send a move event; let it through too.
+    lab.settle(uevd()).unwrap();
+    let names: Vec<(u32, String)> = lab.interfaces().unwrap();
+    let (ifindex, _) = names
+        .iter()
+        .find(|(_, n)| n.starts_with("lan-"))
+        .unwrap_or_else(|| panic!("renamed: {names:?}"))
+        .clone();
+    assert!(names
+        .iter()
+        .any(|(i, n)| *i == ifindex && *n == format!("lan-{ifindex}")));
+    assert!(!names.iter().any(|(_, n)| n == "rna0"));
+    assert!(
+        names.iter().any(|(_, n)| n == "rnb0"),
+        "the other end keeps its name"
+    );
+    assert!(net_ids(&lab).contains(&format!("n{ifindex}")));
+    let log = daemon.stop(&lab).unwrap();
+    assert!(
+        log.contains("renamed network interface rna0 to lan-"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_watched_node_written_and_closed_gets_a_change_event() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let n = loop_number(2);
+    let out = lab.root().join("changes");
+    write_rules(
+        &lab,
+        "60-watch.rules",
+        &format!(
+            "KERNEL==\"loop{n}\", OPTIONS+=\"watch\"\n\
+             ACTION==\"change\", KERNEL==\"loop{n}\", RUN+=\"/bin/sh -c 'echo $$ACTION >> {}'\"\n",
+            out.display()
+        ),
+    );
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    if !loop_device(&lab, "loop-add", n).status.success() {
+        eprintln!("skipped: no loop-control here");
+        return;
+    }
+    lab.settle(uevd()).unwrap();
+    assert!(!out.exists(), "no change before a write");
+    // Opened for writing and closed, as mkfs does.
+    drop(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(lab.dev().join(format!("loop{n}")))
+            .unwrap(),
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !out.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        lab.settle(uevd()).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap_or_default(),
+        "change\n"
+    );
+    assert!(loop_device(&lab, "loop-remove", n).status.success());
+    lab.settle(uevd()).unwrap();
+    daemon.stop(&lab).unwrap();
+}

@@ -1,0 +1,159 @@
+//! udev's builtins, run inside the daemon instead of as helper programs.
+//!
+//! Each builtin reads sysfs through [`uevd_sysfs::Device`] and returns the
+//! properties systemd-udevd 252 would import for the same device, in the
+//! same order and spelled byte for byte the same way, quirks included: the
+//! point is that rules written for udev keep matching.
+//!
+//! Where udev's C code works on fixed-size buffers, the same limits are
+//! applied here (module `text`) so that long or odd values are cut where
+//! udev cuts them, and numbers and names are parsed with the C library's
+//! leniency (module `scan`), since sysfs contents decide what matches.
+
+use std::rc::Rc;
+
+mod input_id;
+mod net_id;
+mod path_id;
+mod scan;
+mod text;
+mod usb_id;
+
+pub type Properties = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Properties the event has so far (kernel's and those the rules set).
+pub trait Env {
+    fn property(&self, key: &[u8]) -> Option<&[u8]>;
+}
+
+pub struct Call<'a> {
+    pub device: &'a Rc<uevd_sysfs::Device>,
+    /// The builtin's command line split on whitespace; args[0] is its name.
+    pub args: &'a [Vec<u8>],
+    pub env: &'a dyn Env,
+    /// True under `uevd test`: compute, change nothing on the system.
+    pub test: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The device is not one this builtin handles (e.g. usb_id on a non-USB device). IMPORT is false; not worth more than a debug log.
+    NotApplicable(String),
+    /// Something went wrong; the message is logged.
+    Error(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::NotApplicable(why) => write!(f, "not applicable: {why}"),
+            Failure::Error(why) => f.write_str(why),
+        }
+    }
+}
+
+pub trait Builtin: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// Adds properties to `out` (in udev's order). Ok(()) makes IMPORT{builtin} true.
+    fn run(&self, call: &Call<'_>, out: &mut Properties) -> Result<(), Failure>;
+}
+
+/// Every builtin, in the order udev lists its own; adding one is adding
+/// its line here.
+static BUILTINS: &[&dyn Builtin] = &[
+    &input_id::InputId,
+    &net_id::NetId,
+    &path_id::PathId,
+    &usb_id::UsbId,
+];
+
+/// The builtin of that name, if uevd has it.
+pub fn find(name: &[u8]) -> Option<&'static dyn Builtin> {
+    BUILTINS
+        .iter()
+        .copied()
+        .find(|b| b.name().as_bytes() == name)
+}
+
+/// Names of every builtin uevd has.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    BUILTINS.iter().map(|b| b.name())
+}
+
+/// Sets a property the way sd-device does within one builtin run: a key set
+/// twice keeps its first position and takes the later value.
+fn set(out: &mut Properties, key: &str, value: impl Into<Vec<u8>>) {
+    let value = value.into();
+    match out.iter_mut().find(|(k, _)| k == key.as_bytes()) {
+        Some(slot) => slot.1 = value,
+        None => out.push((key.as_bytes().to_vec(), value)),
+    }
+}
+
+/// The name sd-device gives a device: sysfs spells `/` in names as `!`
+/// (`cciss!c0d0`), udev turns it back.
+fn sysname(dev: &uevd_sysfs::Device) -> Vec<u8> {
+    dev.sysname()
+        .iter()
+        .map(|&c| if c == b'!' { b'/' } else { c })
+        .collect()
+}
+
+/// An attribute as the C code uses it: a NUL-terminated string, so anything
+/// after an embedded NUL is not seen.
+fn attr(dev: &uevd_sysfs::Device, name: &str) -> Option<Vec<u8>> {
+    dev.sysattr(name.as_bytes())
+        .map(|v| text::c_str(&v).to_vec())
+}
+
+fn subsystem_is(dev: &uevd_sysfs::Device, subsystem: &str) -> bool {
+    dev.subsystem().as_deref() == Some(subsystem.as_bytes())
+}
+
+/// The device itself or, while its ancestors are in `subsystem`, the
+/// furthest of them: udev collapses a run of devices on one bus (a USB hub
+/// chain, PCI bridges) into the nearest one it already named.
+fn skip_subsystem(dev: &Rc<uevd_sysfs::Device>, subsystem: &str) -> Rc<uevd_sysfs::Device> {
+    let mut last = dev.clone();
+    let mut next = Some(dev.clone());
+    while let Some(d) = next {
+        if !subsystem_is(&d, subsystem) {
+            break;
+        }
+        next = d.parent();
+        last = d;
+    }
+    last
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_is_found_by_its_exact_name_only() {
+        let all: Vec<_> = names().collect();
+        assert_eq!(all, ["input_id", "net_id", "path_id", "usb_id"]);
+        for name in &all {
+            assert_eq!(find(name.as_bytes()).unwrap().name(), *name);
+        }
+        assert!(find(b"usb").is_none());
+        assert!(find(b"").is_none());
+        assert!(find(b"blkid").is_none());
+    }
+
+    #[test]
+    fn set_replaces_in_place() {
+        let mut out = Properties::new();
+        set(&mut out, "A", "1");
+        set(&mut out, "B", "2");
+        set(&mut out, "A", "3");
+        assert_eq!(
+            out,
+            vec![
+                (b"A".to_vec(), b"3".to_vec()),
+                (b"B".to_vec(), b"2".to_vec())
+            ]
+        );
+    }
+}

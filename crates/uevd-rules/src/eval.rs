@@ -1,0 +1,1394 @@
+//! Running the compiled rules for one event.
+
+use crate::compile::{line_flags, AttrName, Compare, ConstKind, Kind, Line, Token};
+use crate::syntax::Op;
+use crate::template::{replace_chars, replace_whitespace, Piece, Subst, Template};
+use crate::Rules;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use uevd_db::Record;
+use uevd_sysfs::Device;
+use uevd_uevent::Action;
+
+/// Characters kept in program output and attribute values used in names.
+const ALLOWED_CHARS_INPUT: &[u8] = b"/ $%?,";
+
+/// What the rules see of other devices: their database records.
+pub trait Store {
+    /// The record of a device other than the event's (a parent), if it
+    /// has one.
+    fn record(&self, device: &Device) -> Option<Record>;
+}
+
+/// A store that knows nothing: every device looks new.
+pub struct NoStore;
+
+impl Store for NoStore {
+    fn record(&self, _: &Device) -> Option<Record> {
+        None
+    }
+}
+
+/// One event to run the rules for.
+pub struct Event<'a> {
+    pub device: Rc<Device>,
+    /// What the database held for the device before this event.
+    pub previous: Option<&'a Record>,
+    /// `uevd test`: decide, write nothing to sysfs or /proc/sys, run no
+    /// program that `RUN` asks for.
+    pub test: bool,
+    /// Record each rule that applied, for `uevd test`.
+    pub trace: bool,
+}
+
+/// Something to run once the rules are done.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Run {
+    Builtin(&'static str, Vec<u8>),
+    Program(Vec<u8>),
+}
+
+/// What the rules decided.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Properties the rules set, for the database (names starting with
+    /// '.' are the event's only).
+    pub properties: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Every property the event ends with: the kernel's (less any a rule
+    /// removed) and the rules'.
+    pub event_properties: Vec<(Vec<u8>, Vec<u8>)>,
+    pub links: Vec<Vec<u8>>,
+    pub link_priority: i32,
+    pub tags: Vec<Vec<u8>>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub mode: Option<u32>,
+    /// A new interface name.
+    pub name: Option<Vec<u8>>,
+    pub run: Vec<Run>,
+    pub seclabels: Vec<(Vec<u8>, Vec<u8>)>,
+    pub db_persist: bool,
+    pub watch: Option<bool>,
+    /// `file:line: rule` of each rule that applied, when traced.
+    pub trace: Vec<String>,
+    /// Problems met on the way (failed writes, programs that failed).
+    pub warnings: Vec<String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Escape {
+    Unset,
+    None,
+    Replace,
+}
+
+struct Prop {
+    key: Vec<u8>,
+    value: Vec<u8>,
+    from_rules: bool,
+}
+
+/// The properties of the event, in the order they appeared.
+struct Props(Vec<Prop>);
+
+impl Props {
+    fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        self.0
+            .iter()
+            .find(|p| p.key == key)
+            .map(|p| p.value.as_slice())
+    }
+
+    fn set(&mut self, key: &[u8], value: Vec<u8>) {
+        match self.0.iter_mut().find(|p| p.key == key) {
+            Some(p) => {
+                p.value = value;
+                p.from_rules = true;
+            }
+            None => self.0.push(Prop {
+                key: key.to_vec(),
+                value,
+                from_rules: true,
+            }),
+        }
+    }
+
+    fn remove(&mut self, key: &[u8]) {
+        self.0.retain(|p| p.key != key);
+    }
+}
+
+impl uevd_builtins::Env for Props {
+    fn property(&self, key: &[u8]) -> Option<&[u8]> {
+        self.get(key)
+    }
+}
+
+struct State<'a> {
+    rules: &'a Rules,
+    dev: &'a Rc<Device>,
+    store: &'a dyn Store,
+    previous: Option<&'a Record>,
+    test: bool,
+    props: Props,
+    links: Vec<Vec<u8>>,
+    links_final: bool,
+    link_priority: i32,
+    tags: Vec<Vec<u8>>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: Option<u32>,
+    owner_final: bool,
+    group_final: bool,
+    mode_final: bool,
+    name: Option<Vec<u8>>,
+    name_final: bool,
+    run: Vec<Run>,
+    run_final: bool,
+    seclabels: Vec<(Vec<u8>, Vec<u8>)>,
+    db_persist: bool,
+    watch: Option<bool>,
+    watch_final: bool,
+    esc: Escape,
+    program_result: Option<Vec<u8>>,
+    /// The parent the last parent keys matched (`$id`, `$driver`).
+    matched_parent: Option<Rc<Device>>,
+    builtins_ran: u32,
+    builtins_failed: u32,
+    parent_records: RefCell<HashMap<Vec<u8>, Option<Record>>>,
+    trace: Option<Vec<String>>,
+    /// OPTIONS+="log_level=debug": log each rule that applies from here on.
+    log_rules: bool,
+    warnings: Vec<String>,
+}
+
+/// Builtins whose result for an event does not change when called again.
+const RUN_ONCE: &[&str] = &[
+    "blkid",
+    "input_id",
+    "net_id",
+    "net_setup_link",
+    "path_id",
+    "usb_id",
+];
+
+fn builtin_bit(name: &str) -> u32 {
+    let i = crate::compile::UDEV_BUILTINS
+        .iter()
+        .position(|n| *n == name)
+        .unwrap_or(31);
+    1 << i
+}
+
+/// Logs a missing builtin once per name, not once per event.
+pub(crate) fn missing_builtin(name: &'static str) {
+    use std::sync::Mutex;
+    static SEEN: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    if !seen.contains(&name) {
+        seen.push(name);
+        log::warn!(
+            "the rules call the builtin '{name}', which uevd does not have yet; calls to it fail"
+        );
+    }
+}
+
+fn trim_end(v: &[u8]) -> &[u8] {
+    let n = v
+        .iter()
+        .rev()
+        .take_while(|c| c.is_ascii_whitespace())
+        .count();
+    &v[..v.len() - n]
+}
+
+fn split_words(v: &[u8]) -> impl Iterator<Item = &[u8]> {
+    v.split(|c| c.is_ascii_whitespace())
+        .filter(|w| !w.is_empty())
+}
+
+/// A `KEY=value` line of IMPORT{program} or IMPORT{file} output.
+fn property_line(line: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let line = line.trim_ascii();
+    if line.is_empty() || line[0] == b'#' {
+        return None;
+    }
+    let eq = line.iter().position(|&c| c == b'=')?;
+    let key = line[..eq].trim_ascii();
+    let mut value = line[eq + 1..].trim_ascii();
+    if key.is_empty() || value.is_empty() {
+        return None;
+    }
+    if value[0] == b'"' || value[0] == b'\'' {
+        if value.len() == 1 || value[value.len() - 1] != value[0] {
+            return None;
+        }
+        value = &value[1..value.len() - 1];
+    }
+    Some((key.to_vec(), value.to_vec()))
+}
+
+/// The architecture as systemd names it.
+fn arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "x86-64",
+        "x86" => "x86",
+        "aarch64" => "arm64",
+        "arm" => "arm",
+        "powerpc64" if cfg!(target_endian = "little") => "ppc64-le",
+        "powerpc64" => "ppc64",
+        "powerpc" => "ppc",
+        "s390x" => "s390x",
+        "riscv64" => "riscv64",
+        "loongarch64" => "loongarch64",
+        "mips64" => "mips64",
+        other => other,
+    }
+}
+
+/// Virtualization, as systemd-detect-virt names the common cases: a
+/// container first, then the hypervisor from DMI or the CPU flags.
+fn virt() -> &'static str {
+    use std::sync::OnceLock;
+    static VIRT: OnceLock<&'static str> = OnceLock::new();
+    VIRT.get_or_init(|| {
+        if let Ok(c) = std::fs::read_to_string("/run/systemd/container") {
+            return Box::leak(c.trim().to_string().into_boxed_str());
+        }
+        let dmi =
+            |f: &str| std::fs::read_to_string(format!("/sys/class/dmi/id/{f}")).unwrap_or_default();
+        let vendor = dmi("sys_vendor");
+        let product = dmi("product_name");
+        let bios = dmi("bios_vendor");
+        let any = |s: &str| [&vendor, &product, &bios].iter().any(|v| v.contains(s));
+        let known = [
+            ("KVM", "kvm"),
+            ("Amazon EC2", "amazon"),
+            ("QEMU", "qemu"),
+            ("VMware", "vmware"),
+            ("VMW", "vmware"),
+            ("innotek GmbH", "oracle"),
+            ("VirtualBox", "oracle"),
+            ("Oracle Corporation", "oracle"),
+            ("Xen", "xen"),
+            ("Bochs", "bochs"),
+            ("Parallels", "parallels"),
+            ("BHYVE", "bhyve"),
+            ("Google", "google"),
+            ("Microsoft Corporation", "microsoft"),
+        ];
+        for (needle, name) in known {
+            if any(needle) {
+                return name;
+            }
+        }
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        if cpuinfo
+            .lines()
+            .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"))
+        {
+            return "vm-other";
+        }
+        "none"
+    })
+}
+
+/// A key of the kernel command line: its value, "1" when it has none.
+fn cmdline_value(key: &[u8]) -> Option<Vec<u8>> {
+    use std::sync::OnceLock;
+    static CMDLINE: OnceLock<Vec<u8>> = OnceLock::new();
+    let line = CMDLINE.get_or_init(|| std::fs::read("/proc/cmdline").unwrap_or_default());
+    let mut found = None;
+    for word in split_words(line) {
+        let (k, v) = match word.iter().position(|&c| c == b'=') {
+            Some(i) => (&word[..i], Some(&word[i + 1..])),
+            None => (word, None),
+        };
+        if k == key {
+            found = Some(v.map(|v| v.to_vec()).unwrap_or_else(|| b"1".to_vec()));
+        }
+    }
+    found
+}
+
+/// Replaces a `/*/` in a path with the first entry of that directory
+/// under which the rest exists.
+fn resolve_star(path: &[u8]) -> Option<Vec<u8>> {
+    let Some(i) = path.windows(3).position(|w| w == b"/*/") else {
+        return Some(path.to_vec());
+    };
+    let dir = &path[..i + 1];
+    let tail = &path[i + 2..];
+    let entries = std::fs::read_dir(OsStr::from_bytes(dir)).ok()?;
+    let mut names: Vec<_> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().as_bytes().to_vec())
+        .filter(|n| !n.starts_with(b"."))
+        .collect();
+    names.sort();
+    names.into_iter().find_map(|n| {
+        let candidate = [dir, &n, tail].concat();
+        Path::new(OsStr::from_bytes(&candidate))
+            .exists()
+            .then_some(candidate)
+    })
+}
+
+fn ifname_valid_char(c: u8) -> bool {
+    c > 32 && c < 127 && !matches!(c, b':' | b'/' | b'%')
+}
+
+fn tag_valid(tag: &[u8]) -> bool {
+    !tag.is_empty()
+        && tag
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_')
+}
+
+impl<'a> State<'a> {
+    fn warn(&mut self, token: &Token, message: String) {
+        let m = format!("{}: {message}", token.text);
+        log::debug!("{} {m}", self.dev.devpath_os().to_string_lossy());
+        self.warnings.push(m);
+    }
+
+    fn sysfs_root(&self) -> PathBuf {
+        // The device's path minus its devpath: the sysfs root in use.
+        let sp = self.dev.syspath().as_os_str().as_bytes();
+        let dp = self.dev.devpath();
+        PathBuf::from(OsStr::from_bytes(sp.strip_suffix(dp).unwrap_or(b"/sys")))
+    }
+
+    /// `[subsystem/sysname]attribute` → the file, or the device directory
+    /// when `attribute` is empty.
+    fn subsys_path(&self, spec: &[u8]) -> Option<PathBuf> {
+        let spec = spec.strip_prefix(b"[")?;
+        let close = spec.iter().position(|&c| c == b']')?;
+        let inner = &spec[..close];
+        let attr = spec[close + 1..]
+            .strip_prefix(b"/")
+            .unwrap_or(&spec[close + 1..]);
+        let slash = inner.iter().position(|&c| c == b'/')?;
+        let (subsystem, sysname) = (&inner[..slash], &inner[slash + 1..]);
+        if subsystem.is_empty()
+            || sysname.is_empty()
+            || [subsystem, sysname, attr]
+                .iter()
+                .any(|p| p.split(|&c| c == b'/').any(|c| c == b".."))
+        {
+            return None;
+        }
+        let root = self.sysfs_root();
+        let s = OsStr::from_bytes(subsystem);
+        let n = OsStr::from_bytes(sysname);
+        let candidates = [
+            root.join("class").join(s).join(n),
+            root.join("bus").join(s).join("devices").join(n),
+            root.join("subsystem").join(s).join("devices").join(n),
+            root.join(s).join(n),
+        ];
+        let dir = candidates.into_iter().find(|p| p.exists())?;
+        Some(if attr.is_empty() {
+            dir
+        } else {
+            dir.join(OsStr::from_bytes(attr))
+        })
+    }
+
+    fn read_subsys_attr(&self, spec: &[u8]) -> Option<Vec<u8>> {
+        let path = self.subsys_path(spec)?;
+        let mut v = std::fs::read(path).ok()?;
+        while v.last() == Some(&b'\n') {
+            v.pop();
+        }
+        Some(v)
+    }
+
+    fn record_of(&self, dev: &Device) -> Option<Record> {
+        if dev.devpath() == self.dev.devpath() {
+            return self.previous.cloned();
+        }
+        let mut cache = self.parent_records.borrow_mut();
+        cache
+            .entry(dev.devpath().to_vec())
+            .or_insert_with(|| self.store.record(dev))
+            .clone()
+    }
+
+    fn devname_of(dev: &Device) -> Option<Vec<u8>> {
+        dev.devname().map(|n| n.to_vec())
+    }
+
+    fn expand(&mut self, t: &Template, replace_ws: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        for piece in &t.pieces {
+            match piece {
+                Piece::Text(s) => out.extend_from_slice(s),
+                Piece::Subst(Subst::Result(index)) => {
+                    let Some(result) = &self.program_result else {
+                        continue;
+                    };
+                    match index {
+                        None => out.extend_from_slice(result),
+                        Some((n, rest)) => {
+                            let words: Vec<&[u8]> = result
+                                .split(|&c| c == b' ')
+                                .filter(|w| !w.is_empty())
+                                .collect();
+                            let from = n.saturating_sub(1);
+                            if *n == 0 || from >= words.len() {
+                                continue;
+                            }
+                            if *rest {
+                                out.extend_from_slice(&words[from..].join(&b' '));
+                            } else {
+                                out.extend_from_slice(words[from]);
+                            }
+                        }
+                    }
+                }
+                Piece::Subst(s) => {
+                    let v = self.substitute(s);
+                    if replace_ws {
+                        out.extend_from_slice(&replace_whitespace(&v));
+                    } else {
+                        out.extend_from_slice(&v);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn substitute(&mut self, s: &Subst) -> Vec<u8> {
+        let dev = self.dev;
+        match s {
+            Subst::Devnode => dev
+                .devname()
+                .map(|n| [&b"/dev/"[..], n].concat())
+                .unwrap_or_default(),
+            Subst::Attr(name) => {
+                let value = if name.first() == Some(&b'[') {
+                    self.read_subsys_attr(name)
+                } else {
+                    dev.attr(name).map(|v| v.to_vec()).or_else(|| {
+                        self.matched_parent
+                            .as_ref()
+                            .filter(|p| p.devpath() != dev.devpath())
+                            .and_then(|p| p.attr(name).map(|v| v.to_vec()))
+                    })
+                };
+                let mut v = trim_end(&value.unwrap_or_default()).to_vec();
+                replace_chars(&mut v, ALLOWED_CHARS_INPUT);
+                v
+            }
+            Subst::Env(key) => self.props.get(key).map(<[u8]>::to_vec).unwrap_or_default(),
+            Subst::Kernel => dev.sysname().to_vec(),
+            Subst::Number => dev.sysnum().map(<[u8]>::to_vec).unwrap_or_default(),
+            Subst::Driver => self
+                .matched_parent
+                .as_ref()
+                .and_then(|p| p.driver())
+                .unwrap_or_default(),
+            Subst::Devpath => dev.devpath().to_vec(),
+            Subst::Id => self
+                .matched_parent
+                .as_ref()
+                .map(|p| p.sysname().to_vec())
+                .unwrap_or_default(),
+            Subst::Major => dev
+                .devnum()
+                .map(|d| d.0)
+                .unwrap_or(0)
+                .to_string()
+                .into_bytes(),
+            Subst::Minor => dev
+                .devnum()
+                .map(|d| d.1)
+                .unwrap_or(0)
+                .to_string()
+                .into_bytes(),
+            Subst::Result(_) => unreachable!("expanded by the caller"),
+            Subst::Parent => dev
+                .parent()
+                .and_then(|p| Self::devname_of(&p))
+                .unwrap_or_default(),
+            Subst::Name => {
+                if let Some(n) = &self.name {
+                    n.clone()
+                } else if let Some(n) = dev.devname() {
+                    n.to_vec()
+                } else {
+                    dev.sysname().to_vec()
+                }
+            }
+            Subst::Links => self.links.join(&b' '),
+            Subst::Root => b"/dev".to_vec(),
+            Subst::Sys => b"/sys".to_vec(),
+        }
+    }
+
+    fn compare(&self, token: &Token, c: &Compare, value: Option<&[u8]>) -> bool {
+        let value = if c.trim { value.map(trim_end) } else { value };
+        c.matcher.matches(value, c.case_insensitive) == (token.op == Op::Match)
+    }
+
+    /// Whether any of `values` matches (for lists: links, tags).
+    fn compare_any<'v>(
+        &self,
+        token: &Token,
+        c: &Compare,
+        values: impl IntoIterator<Item = &'v [u8]>,
+    ) -> bool {
+        let any = values
+            .into_iter()
+            .any(|v| c.matcher.matches(Some(v), c.case_insensitive));
+        any == (token.op == Op::Match)
+    }
+
+    fn attr_value(&mut self, dev: &Device, name: &AttrName) -> Option<Vec<u8>> {
+        match name {
+            AttrName::Plain(n) => dev.attr(n).map(|v| v.to_vec()),
+            AttrName::Format(t) => {
+                let n = self.expand(t, false);
+                dev.attr(&n).map(|v| v.to_vec())
+            }
+            AttrName::Subsys(spec) => self.read_subsys_attr(spec),
+        }
+    }
+
+    fn current_tags_of(&self, dev: &Device) -> Vec<Vec<u8>> {
+        if dev.devpath() == self.dev.devpath() {
+            return self.tags.clone();
+        }
+        self.record_of(dev)
+            .map(|r| r.current_tags)
+            .unwrap_or_default()
+    }
+
+    /// A match of the event device or, for parent keys, of `dev`.
+    fn matches_on(&mut self, token: &Token, dev: &Rc<Device>) -> bool {
+        match &token.kind {
+            Kind::ParentKernel(c) => self.compare(token, c, Some(dev.sysname())),
+            Kind::ParentSubsystem(c) => {
+                let s = dev.subsystem();
+                self.compare(token, c, s.as_deref())
+            }
+            Kind::ParentDriver(c) => {
+                let d = dev.driver();
+                self.compare(token, c, d.as_deref())
+            }
+            Kind::ParentAttr(name, c) => match self.attr_value(dev, name) {
+                Some(v) => self.compare(token, c, Some(&v)),
+                None => false,
+            },
+            Kind::ParentTag(c) => {
+                let tags = self.current_tags_of(dev);
+                self.compare_any(token, c, tags.iter().map(|t| t.as_slice()))
+            }
+            _ => unreachable!("only parent keys are matched on parents"),
+        }
+    }
+
+    /// Applies one token; false ends the line.
+    fn apply(&mut self, token: &Token) -> bool {
+        let dev = self.dev;
+        let op = token.op;
+        match &token.kind {
+            Kind::Action(c) => {
+                self.compare(token, c, Some(dev.event().action().as_str().as_bytes()))
+            }
+            Kind::Devpath(c) => self.compare(token, c, Some(dev.devpath())),
+            Kind::Kernel(c) => self.compare(token, c, Some(dev.sysname())),
+            Kind::Devlink(c) => {
+                let links = self.links.clone();
+                self.compare_any(token, c, links.iter().map(|l| l.as_slice()))
+            }
+            Kind::Name(c) => {
+                let name = self.name.clone();
+                self.compare(token, c, name.as_deref())
+            }
+            Kind::Env(key, c) => self.compare(token, c, self.props.get(key)),
+            Kind::Const(which, c) => {
+                let v = match which {
+                    ConstKind::Arch => arch(),
+                    ConstKind::Virt => virt(),
+                };
+                self.compare(token, c, Some(v.as_bytes()))
+            }
+            Kind::Tag(c) => {
+                let tags = self.tags.clone();
+                self.compare_any(token, c, tags.iter().map(|t| t.as_slice()))
+            }
+            Kind::Subsystem(c) => {
+                let s = dev.subsystem();
+                self.compare(token, c, s.as_deref())
+            }
+            Kind::Driver(c) => {
+                let d = dev.driver();
+                self.compare(token, c, d.as_deref())
+            }
+            Kind::Attr(name, c) => match self.attr_value(dev, name) {
+                Some(v) => self.compare(token, c, Some(&v)),
+                None => false,
+            },
+            Kind::Sysctl(name, c) => {
+                let n = self.expand(name, false);
+                let v = std::fs::read(sysctl_path(&n)).ok();
+                let v = v.as_deref().map(|v| v.trim_ascii());
+                self.compare(token, c, v)
+            }
+            Kind::ParentKernel(_)
+            | Kind::ParentSubsystem(_)
+            | Kind::ParentDriver(_)
+            | Kind::ParentAttr(..)
+            | Kind::ParentTag(_) => unreachable!("parent keys are applied as a group"),
+            Kind::Test(path, mode) => {
+                let p = self.expand(path, false);
+                let full = if p.starts_with(b"/") {
+                    Some(p)
+                } else if p.starts_with(b"[") {
+                    self.subsys_path(&p)
+                        .map(|p| p.into_os_string().into_vec_bytes())
+                } else {
+                    let base = dev.syspath().as_os_str().as_bytes();
+                    Some([base, b"/", &p].concat())
+                };
+                let found = full
+                    .and_then(|f| resolve_star(&f))
+                    .and_then(|f| std::fs::metadata(OsStr::from_bytes(&f)).ok());
+                let hit = match (found, mode) {
+                    (None, _) => false,
+                    (Some(_), None) => true,
+                    (Some(m), Some(mode)) => {
+                        use std::os::unix::fs::PermissionsExt;
+                        m.permissions().mode() & mode != 0
+                    }
+                };
+                hit == (op == Op::Match)
+            }
+            Kind::Program(cmd) => {
+                self.program_result = None;
+                let command = self.expand(cmd, false);
+                match self.rules.spawn(&command, &self.environment()) {
+                    Ok(out) => {
+                        let mut r = out;
+                        while r.last() == Some(&b'\n') {
+                            r.pop();
+                        }
+                        replace_chars(&mut r, ALLOWED_CHARS_INPUT);
+                        self.program_result = Some(r);
+                        op == Op::Match
+                    }
+                    Err(e) => {
+                        self.warn(token, e);
+                        op == Op::NoMatch
+                    }
+                }
+            }
+            Kind::ImportProgram(cmd) => {
+                let command = self.expand(cmd, false);
+                match self.rules.spawn(&command, &self.environment()) {
+                    Ok(out) => {
+                        for line in out.split(|&c| c == b'\n') {
+                            if let Some((k, v)) = property_line(line) {
+                                self.props.set(&k, v);
+                            }
+                        }
+                        op == Op::Match
+                    }
+                    Err(e) => {
+                        self.warn(token, e);
+                        op == Op::NoMatch
+                    }
+                }
+            }
+            Kind::ImportFile(path) => {
+                let p = self.expand(path, false);
+                match std::fs::read(OsStr::from_bytes(&p)) {
+                    Ok(text) => {
+                        for line in text.split(|&c| c == b'\n') {
+                            if let Some((k, v)) = property_line(line) {
+                                self.props.set(&k, v);
+                            }
+                        }
+                        op == Op::Match
+                    }
+                    Err(_) => op == Op::NoMatch,
+                }
+            }
+            Kind::ImportBuiltin(name, cmd) => {
+                let bit = builtin_bit(name);
+                if RUN_ONCE.contains(name) && self.builtins_ran & bit != 0 {
+                    let failed = self.builtins_failed & bit != 0;
+                    return failed == (op == Op::NoMatch);
+                }
+                self.builtins_ran |= bit;
+                let command = self.expand(cmd, false);
+                let ok = self.run_builtin(name, &command, token);
+                if !ok {
+                    self.builtins_failed |= bit;
+                }
+                ok == (op == Op::Match)
+            }
+            Kind::ImportDb(key) => {
+                let value = self.previous.and_then(|r| {
+                    r.properties
+                        .iter()
+                        .find(|(k, _)| k == key)
+                        .map(|(_, v)| v.clone())
+                });
+                match value {
+                    Some(v) => {
+                        self.props.set(key, v);
+                        op == Op::Match
+                    }
+                    None => op == Op::NoMatch,
+                }
+            }
+            Kind::ImportCmdline(key) => match cmdline_value(key) {
+                Some(v) => {
+                    self.props.set(key, v);
+                    op == Op::Match
+                }
+                None => op == Op::NoMatch,
+            },
+            Kind::ImportParent(pattern) => {
+                let p = self.expand(pattern, false);
+                let pattern = uevd_glob::Pattern::new(&p);
+                let Some(parent) = dev.parent() else {
+                    return op == Op::NoMatch;
+                };
+                let mut found = Vec::new();
+                for (k, v) in parent.event().iter() {
+                    if pattern.matches(k) {
+                        found.push((k.to_vec(), v.to_vec()));
+                    }
+                }
+                if let Some(r) = self.record_of(&parent) {
+                    for (k, v) in r.properties {
+                        if pattern.matches(&k) {
+                            found.push((k, v));
+                        }
+                    }
+                }
+                let have = !found.is_empty();
+                for (k, v) in found {
+                    self.props.set(&k, v);
+                }
+                have == (op == Op::Match)
+            }
+            Kind::Result(c) => {
+                let r = self.program_result.clone();
+                self.compare(token, c, r.as_deref())
+            }
+            Kind::Dump => {
+                log::info!(
+                    "{}: {} properties, links {:?}, tags {:?}",
+                    dev.devpath_os().to_string_lossy(),
+                    self.props.0.len(),
+                    self.links
+                        .iter()
+                        .map(|l| String::from_utf8_lossy(l).into_owned())
+                        .collect::<Vec<_>>(),
+                    self.tags
+                        .iter()
+                        .map(|l| String::from_utf8_lossy(l).into_owned())
+                        .collect::<Vec<_>>(),
+                );
+                true
+            }
+            Kind::EscapeNone => {
+                self.esc = Escape::None;
+                true
+            }
+            Kind::EscapeReplace => {
+                self.esc = Escape::Replace;
+                true
+            }
+            Kind::DbPersist => {
+                self.db_persist = true;
+                true
+            }
+            Kind::Watch(on) => {
+                if !self.watch_final {
+                    self.watch_final = op == Op::AssignFinal;
+                    self.watch = Some(*on);
+                }
+                true
+            }
+            Kind::LinkPriority(p) => {
+                self.link_priority = *p;
+                true
+            }
+            Kind::LogLevel(level) => {
+                self.log_rules = level.is_some_and(|l| l >= log::LevelFilter::Debug);
+                true
+            }
+            Kind::Owner(t) => {
+                if !self.owner_final {
+                    self.owner_final = op == Op::AssignFinal;
+                    let name = self.expand(t, false);
+                    match self.rules.users.uid(&name) {
+                        Some(uid) => self.uid = Some(uid),
+                        None => self.warn(
+                            token,
+                            format!("unknown user \"{}\"", String::from_utf8_lossy(&name)),
+                        ),
+                    }
+                }
+                true
+            }
+            Kind::Group(t) => {
+                if !self.group_final {
+                    self.group_final = op == Op::AssignFinal;
+                    let name = self.expand(t, false);
+                    match self.rules.users.gid(&name) {
+                        Some(gid) => self.gid = Some(gid),
+                        None => self.warn(
+                            token,
+                            format!("unknown group \"{}\"", String::from_utf8_lossy(&name)),
+                        ),
+                    }
+                }
+                true
+            }
+            Kind::Mode(t) => {
+                if !self.mode_final {
+                    self.mode_final = op == Op::AssignFinal;
+                    let m = self.expand(t, false);
+                    match std::str::from_utf8(&m)
+                        .ok()
+                        .and_then(|s| u32::from_str_radix(s, 8).ok())
+                        .filter(|&m| m <= 0o7777)
+                    {
+                        Some(m) => self.mode = Some(m),
+                        None => self.warn(
+                            token,
+                            format!("not a mode: \"{}\"", String::from_utf8_lossy(&m)),
+                        ),
+                    }
+                }
+                true
+            }
+            Kind::OwnerId(id) => {
+                if !self.owner_final {
+                    self.owner_final = op == Op::AssignFinal;
+                    if id.is_some() {
+                        self.uid = *id;
+                    }
+                }
+                true
+            }
+            Kind::GroupId(id) => {
+                if !self.group_final {
+                    self.group_final = op == Op::AssignFinal;
+                    if id.is_some() {
+                        self.gid = *id;
+                    }
+                }
+                true
+            }
+            Kind::ModeId(m) => {
+                if !self.mode_final {
+                    self.mode_final = op == Op::AssignFinal;
+                    self.mode = Some(*m);
+                }
+                true
+            }
+            Kind::SetTag(t) => {
+                let tag = self.expand(t, false);
+                if !tag_valid(&tag) {
+                    self.warn(
+                        token,
+                        format!("invalid tag \"{}\"", String::from_utf8_lossy(&tag)),
+                    );
+                    return true;
+                }
+                match op {
+                    Op::Remove => self.tags.retain(|x| *x != tag),
+                    _ => {
+                        if op == Op::Assign {
+                            self.tags.clear();
+                        }
+                        if !self.tags.contains(&tag) {
+                            self.tags.push(tag);
+                        }
+                    }
+                }
+                true
+            }
+            Kind::StaticNode(_) => true,
+            Kind::Seclabel(key, t) => {
+                let mut v = self.expand(t, false);
+                if v.is_empty() {
+                    v = t.as_plain().unwrap_or_default();
+                }
+                if op == Op::Assign {
+                    self.seclabels.clear();
+                }
+                self.seclabels.retain(|(k, _)| k != key);
+                self.seclabels.push((key.clone(), v));
+                true
+            }
+            Kind::SetEnv(key, t) => {
+                if t.pieces.is_empty() {
+                    if op != Op::Add {
+                        self.props.remove(key);
+                    }
+                    return true;
+                }
+                let mut value = Vec::new();
+                if op == Op::Add {
+                    if let Some(old) = self.props.get(key) {
+                        value.extend_from_slice(old);
+                        value.push(b' ');
+                    }
+                }
+                let mut new = self.expand(t, false);
+                if self.esc == Escape::Replace {
+                    replace_chars(&mut new, b"");
+                }
+                value.extend_from_slice(&new);
+                self.props.set(key, value);
+                true
+            }
+            Kind::SetName(t) => {
+                if self.name_final {
+                    return true;
+                }
+                self.name_final = op == Op::AssignFinal;
+                if dev.ifindex().is_none() {
+                    self.warn(token, "only network interfaces can be renamed".into());
+                    return true;
+                }
+                let mut name = self.expand(t, false);
+                if self.esc != Escape::None {
+                    for c in name.iter_mut() {
+                        if !ifname_valid_char(*c) {
+                            *c = b'_';
+                        }
+                    }
+                }
+                self.name = Some(name);
+                true
+            }
+            Kind::SetDevlink(t) => {
+                if self.links_final || dev.devnum().is_none() {
+                    return true;
+                }
+                if op == Op::AssignFinal {
+                    self.links_final = true;
+                }
+                if matches!(op, Op::Assign | Op::AssignFinal) {
+                    self.links.clear();
+                }
+                let mut v = self.expand(t, self.esc != Escape::None);
+                match self.esc {
+                    Escape::Unset => {
+                        replace_chars(&mut v, b"/ ");
+                    }
+                    Escape::Replace => {
+                        replace_chars(&mut v, b"/");
+                    }
+                    Escape::None => {}
+                }
+                for word in split_words(&v) {
+                    let link = word.strip_prefix(b"/dev/").unwrap_or(word);
+                    let link = link.trim_ascii_start();
+                    if link.is_empty() {
+                        continue;
+                    }
+                    if op == Op::Remove {
+                        self.links.retain(|l| l != link);
+                    } else if !self.links.iter().any(|l| l == link) {
+                        self.links.push(link.to_vec());
+                    }
+                }
+                true
+            }
+            Kind::SetAttr(name, t) => {
+                let path = match name {
+                    AttrName::Subsys(spec) => self.subsys_path(spec),
+                    AttrName::Plain(n) => Some(dev.syspath().join(OsStr::from_bytes(n))),
+                    AttrName::Format(f) => {
+                        let n = self.expand(f, false);
+                        Some(dev.syspath().join(OsStr::from_bytes(&n)))
+                    }
+                };
+                let path = path
+                    .map(|p| p.into_os_string().into_vec_bytes())
+                    .and_then(|p| resolve_star(&p));
+                let Some(path) = path else {
+                    self.warn(token, "no such attribute".into());
+                    return true;
+                };
+                if path.split(|&c| c == b'/').any(|c| c == b"..") {
+                    self.warn(token, "an attribute path may not contain '..'".into());
+                    return true;
+                }
+                let value = self.expand(t, false);
+                if !self.test {
+                    if let Err(e) = std::fs::write(OsStr::from_bytes(&path), &value) {
+                        let m = format!(
+                            "writing \"{}\" to {}: {e}",
+                            String::from_utf8_lossy(&value),
+                            String::from_utf8_lossy(&path)
+                        );
+                        self.warn(token, m);
+                    }
+                }
+                true
+            }
+            Kind::SetSysctl(name, t) => {
+                let n = self.expand(name, false);
+                let value = self.expand(t, false);
+                let path = sysctl_path(&n);
+                if n.split(|&c| c == b'/' || c == b'.').any(|c| c == b"..") {
+                    self.warn(token, "a sysctl name may not contain '..'".into());
+                    return true;
+                }
+                if !self.test {
+                    if let Err(e) = std::fs::write(&path, &value) {
+                        let m = format!("writing sysctl {}: {e}", path.display());
+                        self.warn(token, m);
+                    }
+                }
+                true
+            }
+            Kind::RunBuiltin(name, t) => {
+                if self.run_final {
+                    return true;
+                }
+                self.run_final = op == Op::AssignFinal;
+                if matches!(op, Op::Assign | Op::AssignFinal) {
+                    self.run.clear();
+                }
+                let cmd = self.expand(t, false);
+                self.run.push(Run::Builtin(name, cmd));
+                true
+            }
+            Kind::RunProgram(t) => {
+                if self.run_final {
+                    return true;
+                }
+                self.run_final = op == Op::AssignFinal;
+                if matches!(op, Op::Assign | Op::AssignFinal) {
+                    self.run.clear();
+                }
+                let cmd = self.expand(t, false);
+                self.run.push(Run::Program(cmd));
+                true
+            }
+        }
+    }
+
+    fn run_builtin(&mut self, name: &'static str, command: &[u8], token: &Token) -> bool {
+        let Some(builtin) = uevd_builtins::find(name.as_bytes()) else {
+            missing_builtin(name);
+            return false;
+        };
+        let args: Vec<Vec<u8>> = split_words(command).map(<[u8]>::to_vec).collect();
+        let mut out = Vec::new();
+        let result = builtin.run(
+            &uevd_builtins::Call {
+                device: self.dev,
+                args: &args,
+                env: &self.props,
+                test: self.test,
+            },
+            &mut out,
+        );
+        match result {
+            Ok(()) => {
+                for (k, v) in out {
+                    self.props.set(&k, v);
+                }
+                true
+            }
+            Err(uevd_builtins::Failure::NotApplicable(m)) => {
+                log::trace!("{}: {m}", token.text);
+                false
+            }
+            Err(uevd_builtins::Failure::Error(m)) => {
+                self.warn(token, m);
+                false
+            }
+        }
+    }
+
+    /// The environment a program gets: the event's properties.
+    fn environment(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut env: Vec<(Vec<u8>, Vec<u8>)> = self
+            .props
+            .0
+            .iter()
+            .map(|p| (p.key.clone(), p.value.clone()))
+            .collect();
+        if !self.links.is_empty() {
+            let l: Vec<Vec<u8>> = self
+                .links
+                .iter()
+                .map(|l| [&b"/dev/"[..], l].concat())
+                .collect();
+            env.push((b"DEVLINKS".to_vec(), l.join(&b' ')));
+        }
+        if !self.tags.is_empty() {
+            let t = [&b":"[..], &self.tags.join(&b':'), b":"].concat();
+            env.push((b"TAGS".to_vec(), t.clone()));
+            env.push((b"CURRENT_TAGS".to_vec(), t));
+        }
+        env
+    }
+
+    /// Runs a line; returns where a GOTO sends the event, if it does.
+    fn apply_line(&mut self, line: &Line) -> Option<u32> {
+        self.esc = Escape::Unset;
+        let mut parents_done = false;
+        let tokens = &line.tokens;
+        let mut i = 0;
+        while i < tokens.len() {
+            let token = &tokens[i];
+            if token.kind.is_parent() {
+                let end = i + tokens[i..]
+                    .iter()
+                    .take_while(|t| t.kind.is_parent())
+                    .count();
+                if !parents_done {
+                    let group = &tokens[i..end];
+                    let mut candidate = Some(self.dev.clone());
+                    let mut matched = None;
+                    while let Some(d) = candidate {
+                        if group.iter().all(|t| self.matches_on(t, &d)) {
+                            matched = Some(d);
+                            break;
+                        }
+                        candidate = d.parent();
+                    }
+                    let found = matched.is_some();
+                    self.matched_parent = matched;
+                    if !found {
+                        return None;
+                    }
+                    parents_done = true;
+                }
+                i = end;
+                continue;
+            }
+            if !self.apply(token) {
+                return None;
+            }
+            i += 1;
+        }
+        if self.log_rules || self.trace.is_some() {
+            let place = format!("{}:{}", self.rules.files[line.file as usize], line.at.line);
+            if self.log_rules {
+                log::info!(
+                    "{}: {place} applied",
+                    self.dev.devpath_os().to_string_lossy()
+                );
+            }
+            if let Some(trace) = &mut self.trace {
+                trace.push(place);
+            }
+        }
+        line.goto
+    }
+}
+
+trait IntoVecBytes {
+    fn into_vec_bytes(self) -> Vec<u8>;
+}
+
+impl IntoVecBytes for std::ffi::OsString {
+    fn into_vec_bytes(self) -> Vec<u8> {
+        use std::os::unix::ffi::OsStringExt;
+        self.into_vec()
+    }
+}
+
+/// `net.ipv4.conf.all.forwarding` or `net/ipv4/...` → its /proc/sys file.
+/// A name whose first separator is a dot uses dots; a slash, slashes.
+fn sysctl_path(name: &[u8]) -> PathBuf {
+    let first = name.iter().position(|&c| c == b'.' || c == b'/');
+    let normalized: Vec<u8> = match first.map(|i| name[i]) {
+        Some(b'.') => name
+            .iter()
+            .map(|&c| match c {
+                b'.' => b'/',
+                b'/' => b'.',
+                c => c,
+            })
+            .collect(),
+        _ => name.to_vec(),
+    };
+    Path::new("/proc/sys").join(OsStr::from_bytes(
+        normalized.strip_prefix(b"/").unwrap_or(&normalized),
+    ))
+}
+
+impl Rules {
+    /// Runs the rules for one event.
+    pub fn apply(&self, event: Event<'_>, store: &dyn Store) -> Outcome {
+        let dev = &event.device;
+        let ev = dev.event();
+        let remove = ev.action() == Action::Remove;
+        let mut props = Props(
+            ev.iter()
+                .map(|(k, v)| Prop {
+                    key: k.to_vec(),
+                    value: v.to_vec(),
+                    from_rules: false,
+                })
+                .collect(),
+        );
+        let mut tags = Vec::new();
+        let mut links = Vec::new();
+        if remove {
+            // A device going away is seen as the database last knew it.
+            if let Some(r) = event.previous {
+                for (k, v) in &r.properties {
+                    props.set(k, v.clone());
+                }
+                tags = r.current_tags.clone();
+                links = r.links.clone();
+            }
+        }
+        let mut state = State {
+            rules: self,
+            dev,
+            store,
+            previous: event.previous,
+            test: event.test,
+            props,
+            links,
+            links_final: false,
+            link_priority: 0,
+            tags,
+            uid: None,
+            gid: None,
+            mode: None,
+            owner_final: false,
+            group_final: false,
+            mode_final: false,
+            name: None,
+            name_final: false,
+            run: Vec::new(),
+            run_final: false,
+            seclabels: Vec::new(),
+            db_persist: false,
+            watch: None,
+            watch_final: false,
+            esc: Escape::Unset,
+            program_result: None,
+            matched_parent: None,
+            builtins_ran: 0,
+            builtins_failed: 0,
+            parent_records: RefCell::default(),
+            trace: event.trace.then(Vec::new),
+            log_rules: false,
+            warnings: Vec::new(),
+        };
+        let mut mask = line_flags::GOTO | line_flags::UPDATE;
+        if !remove {
+            if dev.devnum().is_some() {
+                mask |= line_flags::DEVLINK;
+            }
+            if dev.ifindex().is_some() {
+                mask |= line_flags::NAME;
+            }
+        }
+        let subsystem = dev.subsystem();
+        let kinds = self.candidates(ev.action(), subsystem.as_deref(), mask);
+        let candidates = kinds.for_name(dev.sysname());
+        let mut pos = 0;
+        while pos < candidates.len() {
+            let line = &self.lines[candidates[pos] as usize];
+            match state.apply_line(line) {
+                Some(target) => pos = candidates.partition_point(|&c| c < target),
+                None => pos += 1,
+            }
+        }
+        let properties = state
+            .props
+            .0
+            .iter()
+            .filter(|p| p.from_rules && !p.key.starts_with(b"."))
+            .map(|p| (p.key.clone(), p.value.clone()))
+            .collect();
+        let event_properties = state
+            .props
+            .0
+            .iter()
+            .map(|p| (p.key.clone(), p.value.clone()))
+            .collect();
+        Outcome {
+            properties,
+            event_properties,
+            links: state.links,
+            link_priority: state.link_priority,
+            tags: state.tags,
+            uid: state.uid,
+            gid: state.gid,
+            mode: state.mode,
+            name: state.name,
+            run: state.run,
+            seclabels: state.seclabels,
+            db_persist: state.db_persist,
+            watch: state.watch,
+            trace: state.trace.unwrap_or_default(),
+            warnings: state.warnings,
+        }
+    }
+
+    /// Whether a line can apply to events of this kind, judged by its
+    /// ACTION and SUBSYSTEM keys alone. Those keys come before anything
+    /// with an effect in a line, so leaving out a line they reject
+    /// changes nothing.
+    pub(crate) fn admits(line: &Line, action: Action, subsystem: Option<&[u8]>) -> bool {
+        line.tokens.iter().all(|t| match &t.kind {
+            Kind::Action(c) => {
+                c.matcher
+                    .matches(Some(action.as_str().as_bytes()), c.case_insensitive)
+                    == (t.op == Op::Match)
+            }
+            Kind::Subsystem(c) => {
+                c.matcher.matches(subsystem, c.case_insensitive) == (t.op == Op::Match)
+            }
+            _ => true,
+        })
+    }
+
+    /// Runs a command line for PROGRAM or IMPORT{program}: its output,
+    /// or why it failed.
+    fn spawn(&self, command: &[u8], env: &[(Vec<u8>, Vec<u8>)]) -> Result<Vec<u8>, String> {
+        if !self.programs {
+            return Err("programs are disabled".into());
+        }
+        let program =
+            uevd_spawn::Program::parse(command, &self.libexec_dir).map_err(|e| e.to_string())?;
+        let out = program
+            .run(env, self.exec_timeout)
+            .map_err(|e| e.to_string())?;
+        for line in out.stderr.split(|&c| c == b'\n').filter(|l| !l.is_empty()) {
+            log::debug!(
+                "{}: {}",
+                String::from_utf8_lossy(command),
+                String::from_utf8_lossy(line)
+            );
+        }
+        if out.success() {
+            Ok(out.stdout)
+        } else {
+            Err(format!(
+                "\"{}\" exited with status {}",
+                String::from_utf8_lossy(command),
+                out.code
+            ))
+        }
+    }
+}

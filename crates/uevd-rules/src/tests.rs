@@ -1,0 +1,832 @@
+//! The language against what man udev(7) says of each key, operator and
+//! substitution, on devices in a sysfs tree built for the test.
+
+use super::*;
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::rc::Rc;
+use uevd_db::Record;
+use uevd_sysfs::{Device, Sysfs};
+
+struct Tree {
+    dir: tempfile::TempDir,
+}
+
+impl Tree {
+    fn new() -> Tree {
+        Tree {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn sys(&self) -> PathBuf {
+        self.dir.path().join("sys")
+    }
+
+    /// A device directory with a uevent file, a subsystem link, a driver
+    /// link and attributes.
+    fn add(
+        &self,
+        devpath: &str,
+        subsystem: &str,
+        uevent: &str,
+        driver: Option<&str>,
+        attrs: &[(&str, &str)],
+    ) {
+        let dir = self.sys().join(&devpath[1..]);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("uevent"), uevent).unwrap();
+        let class = self.sys().join("class").join(subsystem);
+        fs::create_dir_all(&class).unwrap();
+        symlink(&class, dir.join("subsystem")).unwrap();
+        let sysname = devpath.rsplit('/').next().unwrap();
+        let _ = symlink(&dir, class.join(sysname));
+        if let Some(d) = driver {
+            let drv = self
+                .sys()
+                .join("bus")
+                .join(subsystem)
+                .join("drivers")
+                .join(d);
+            fs::create_dir_all(&drv).unwrap();
+            symlink(&drv, dir.join("driver")).unwrap();
+        }
+        for (name, value) in attrs {
+            let p = dir.join(name);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, value).unwrap();
+        }
+    }
+
+    /// A scsi disk below a PCI controller, and its first partition.
+    fn disk() -> Tree {
+        let t = Tree::new();
+        t.add(
+            "/devices/pci0000:00/0000:00:05.0",
+            "pci",
+            "DRIVER=ahci\nPCI_ID=8086:2922\n",
+            Some("ahci"),
+            &[("vendor", "0x8086\n")],
+        );
+        t.add(
+            "/devices/pci0000:00/0000:00:05.0/host0/target0:0:0/0:0:0:0",
+            "scsi",
+            "DEVTYPE=scsi_device\nDRIVER=sd\n",
+            Some("sd"),
+            &[("vendor", "ATA     \n"), ("model", "QEMU HARDDISK   \n")],
+        );
+        t.add(
+            "/devices/pci0000:00/0000:00:05.0/host0/target0:0:0/0:0:0:0/block/sda",
+            "block",
+            "MAJOR=8\nMINOR=0\nDEVNAME=sda\nDEVTYPE=disk\n",
+            None,
+            &[("size", "2048\n"), ("queue/rotational", "1\n")],
+        );
+        t.add(
+            "/devices/pci0000:00/0000:00:05.0/host0/target0:0:0/0:0:0:0/block/sda/sda1",
+            "block",
+            "MAJOR=8\nMINOR=1\nDEVNAME=sda1\nDEVTYPE=partition\nPARTN=1\n",
+            None,
+            &[("size", "1024\n")],
+        );
+        t
+    }
+
+    fn config(&self) -> Config {
+        let etc = self.dir.path().join("etc");
+        fs::create_dir_all(&etc).unwrap();
+        fs::write(
+            etc.join("passwd"),
+            "root:x:0:0::/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n",
+        )
+        .unwrap();
+        fs::write(etc.join("group"), "root:x:0:\ndisk:x:6:\ncdrom:x:24:\n").unwrap();
+        Config {
+            dirs: vec![self.dir.path().join("rules.d")],
+            libexec_dir: self.dir.path().join("libexec"),
+            etc,
+            exec_timeout: Duration::from_secs(20),
+            programs: true,
+            resolve_names: true,
+        }
+    }
+
+    fn device(&self, devpath: &str, action: Action) -> Rc<Device> {
+        let sysfs = Sysfs::new(self.sys());
+        let ev = sysfs.read_event(action, devpath.as_bytes()).unwrap();
+        Rc::new(Device::from_event(&sysfs, ev))
+    }
+
+    fn run_with(
+        &self,
+        rules: &str,
+        devpath: &str,
+        action: Action,
+        previous: Option<&Record>,
+    ) -> Outcome {
+        let (rules, diags) = Rules::from_text("test.rules", rules.as_bytes(), &self.config());
+        let errors: Vec<_> = diags
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .collect();
+        assert!(errors.is_empty(), "{errors:?}");
+        rules.apply(
+            Event {
+                device: self.device(devpath, action),
+                previous,
+                test: false,
+                trace: true,
+            },
+            &NoStore,
+        )
+    }
+
+    fn run(&self, rules: &str, devpath: &str) -> Outcome {
+        self.run_with(rules, devpath, Action::Add, None)
+    }
+}
+
+const SDA: &str = "/devices/pci0000:00/0000:00:05.0/host0/target0:0:0/0:0:0:0/block/sda";
+const SDA1: &str = "/devices/pci0000:00/0000:00:05.0/host0/target0:0:0/0:0:0:0/block/sda/sda1";
+
+fn prop<'a>(o: &'a Outcome, key: &str) -> Option<&'a str> {
+    o.properties
+        .iter()
+        .find(|(k, _)| k == key.as_bytes())
+        .map(|(_, v)| std::str::from_utf8(v).unwrap())
+}
+
+fn links(o: &Outcome) -> Vec<String> {
+    o.links
+        .iter()
+        .map(|l| String::from_utf8(l.clone()).unwrap())
+        .collect()
+}
+
+/// Runs `matching` and `failing` (each a match part) with an assignment,
+/// and checks that only the first one applied.
+fn check_match(t: &Tree, devpath: &str, matching: &str, failing: &str) {
+    let rule = |m: &str, v: &str| format!("{m}, ENV{{R}}=\"{v}\"\n");
+    let text = format!("{}{}", rule(matching, "yes"), rule(failing, "no"));
+    let o = t.run(&text, devpath);
+    assert_eq!(prop(&o, "R"), Some("yes"), "{matching} / {failing}");
+}
+
+#[test]
+fn match_keys_on_the_device() {
+    let t = Tree::disk();
+    check_match(&t, SDA, r#"ACTION=="add""#, r#"ACTION=="remove""#);
+    check_match(
+        &t,
+        SDA,
+        r#"DEVPATH=="*/block/sda""#,
+        r#"DEVPATH=="/devices/other""#,
+    );
+    check_match(&t, SDA, r#"KERNEL=="sd[a-z]""#, r#"KERNEL=="sd[a-z][0-9]""#);
+    check_match(&t, SDA, r#"SUBSYSTEM=="block""#, r#"SUBSYSTEM=="net""#);
+    check_match(
+        &t,
+        SDA,
+        r#"ENV{DEVTYPE}=="disk""#,
+        r#"ENV{DEVTYPE}!="disk""#,
+    );
+    check_match(&t, SDA, r#"ATTR{size}=="2048""#, r#"ATTR{size}=="0""#);
+    check_match(
+        &t,
+        SDA,
+        r#"ATTR{queue/rotational}=="1""#,
+        r#"ATTR{nonexistent}=="""#,
+    );
+    check_match(&t, SDA, r#"DRIVER!="?*""#, r#"DRIVER=="?*""#);
+    check_match(&t, SDA, r#"ENV{MISSING}=="""#, r#"ENV{MISSING}=="?*""#);
+    check_match(&t, SDA, r#"TEST=="size""#, r#"TEST=="nonexistent""#);
+    check_match(
+        &t,
+        SDA,
+        r#"TEST=="queue/*/""#.replace("/*/", "").as_str(),
+        r#"TEST!="size""#,
+    );
+    check_match(&t, SDA, r#"TEST{0444}=="size""#, r#"TEST{0111}=="size""#);
+    check_match(
+        &t,
+        SDA,
+        r#"SUBSYSTEM=="subsystem|block""#,
+        r#"SUBSYSTEM=="subsystem""#,
+    );
+    check_match(&t, SDA, r#"KERNEL=="nvme*|sd*""#, r#"KERNEL=="nvme*|hd*""#);
+    check_match(&t, SDA, r#"KERNEL=="|sda""#, r#"KERNEL=="|sdb""#);
+    check_match(&t, SDA, r#"KERNEL==i"SDA""#, r#"KERNEL=="SDA""#);
+    check_match(
+        &t,
+        SDA,
+        r#"SYSCTL{kernel/ostype}=="Linux""#,
+        r#"SYSCTL{kernel.ostype}=="BSD""#,
+    );
+    check_match(&t, SDA, r#"CONST{arch}=="?*""#, r#"CONST{arch}=="""#);
+    check_match(&t, SDA, r#"CONST{virt}=="?*""#, r#"CONST{virt}=="""#);
+}
+
+#[test]
+fn parent_keys_match_one_ancestor_together() {
+    let t = Tree::disk();
+    check_match(&t, SDA, r#"KERNELS=="0:0:0:0""#, r#"KERNELS=="1:0:0:0""#);
+    check_match(
+        &t,
+        SDA,
+        r#"SUBSYSTEMS=="scsi", DRIVERS=="sd""#,
+        r#"SUBSYSTEMS=="usb""#,
+    );
+    check_match(
+        &t,
+        SDA,
+        r#"ATTRS{vendor}=="ATA""#,
+        r#"ATTRS{vendor}=="ATA     x""#,
+    );
+    check_match(
+        &t,
+        SDA,
+        r#"ATTRS{vendor}=="0x8086""#,
+        r#"ATTRS{vendor}=="0x1af4""#,
+    );
+    // Both keys must hold on the same ancestor: the scsi device has
+    // vendor ATA, the PCI device has driver ahci.
+    check_match(
+        &t,
+        SDA,
+        r#"SUBSYSTEMS=="pci", DRIVERS=="ahci""#,
+        r#"ATTRS{vendor}=="ATA", DRIVERS=="ahci""#,
+    );
+    // $id and $driver name the ancestor that matched.
+    let o = t.run(r#"SUBSYSTEMS=="scsi", ENV{P}="$id $driver %b %d""#, SDA);
+    assert_eq!(prop(&o, "P"), Some("0:0:0:0 sd 0:0:0:0 sd"));
+}
+
+#[test]
+fn substitutions() {
+    let t = Tree::disk();
+    let o = t.run(
+        concat!(
+            r#"SUBSYSTEMS=="scsi", ENV{A}="$kernel|%k|$number|%n|$devpath|$major:$minor|%M:%m|$devnode|%N|$root|%r|$sys|%S|$parent|%P|$name|%D|$$|%%""#,
+            "\n",
+            r#"ENV{B}="$attr{size}|%s{size}|$env{DEVTYPE}|%E{DEVTYPE}|$attr{vendor}|$attr{[pci/0000:00:05.0]vendor}""#,
+        ),
+        SDA1,
+    );
+    assert_eq!(
+        prop(&o, "A"),
+        Some(concat!(
+            "sda1|sda1|1|1|",
+            "/devices/pci0000:00/0000:00:05.0/host0/target0:0:0/0:0:0:0/block/sda/sda1|",
+            "8:1|8:1|/dev/sda1|/dev/sda1|/dev|/dev|/sys|/sys|sda|sda|sda1|sda1|$|%"
+        ))
+    );
+    // $attr falls back to the ancestor the rule matched; values are
+    // trimmed of trailing whitespace.
+    assert_eq!(
+        prop(&o, "B"),
+        Some("1024|1024|partition|partition|ATA|0x8086")
+    );
+}
+
+#[test]
+fn program_and_result() {
+    let t = Tree::disk();
+    let o = t.run(
+        concat!(
+            r#"KERNEL=="sda", PROGRAM="/bin/echo one two  three", RESULT=="one two*", ENV{W}="%c{2}|%c{2+}|%c""#,
+            "\n",
+            r#"KERNEL=="sda", PROGRAM="/bin/false", ENV{F}="ran""#,
+            "\n",
+            r#"KERNEL=="sda", PROGRAM!="/bin/false", ENV{G}="ran""#,
+            "\n",
+            r#"KERNEL=="sda", PROGRAM="/bin/echo %k", SYMLINK+="by-program/%c""#,
+        ),
+        SDA,
+    );
+    assert_eq!(prop(&o, "W"), Some("two|two three|one two three"));
+    assert_eq!(prop(&o, "F"), None);
+    assert_eq!(prop(&o, "G"), Some("ran"));
+    assert_eq!(links(&o), vec!["by-program/sda"]);
+}
+
+#[test]
+fn imports() {
+    let t = Tree::disk();
+    let file = t.dir.path().join("props");
+    fs::write(&file, "# comment\nFROM_FILE=1\nQUOTED='a b'\nbroken line\n").unwrap();
+    let previous = Record {
+        properties: vec![(b"ID_OLD".to_vec(), b"kept".to_vec())],
+        ..Record::default()
+    };
+    let rules = format!(
+        concat!(
+            "IMPORT{{program}}=\"/bin/echo FROM_PROGRAM=yes\"\n",
+            "IMPORT{{file}}=\"{}\"\n",
+            "IMPORT{{db}}=\"ID_OLD\"\n",
+            "IMPORT{{db}}=\"ID_NOT_THERE\", ENV{{NO_DB}}=\"wrong\"\n",
+            "IMPORT{{file}}=\"/nonexistent\", ENV{{NO_FILE}}=\"wrong\"\n",
+        ),
+        file.display()
+    );
+    let o = t.run_with(&rules, SDA, Action::Change, Some(&previous));
+    assert_eq!(prop(&o, "FROM_PROGRAM"), Some("yes"));
+    assert_eq!(prop(&o, "FROM_FILE"), Some("1"));
+    assert_eq!(prop(&o, "QUOTED"), Some("a b"));
+    assert_eq!(prop(&o, "ID_OLD"), Some("kept"));
+    assert_eq!(prop(&o, "NO_DB"), None);
+    assert_eq!(prop(&o, "NO_FILE"), None);
+
+    // IMPORT{parent}: a partition takes its disk's properties, from the
+    // disk's uevent and its database record.
+    struct DiskRecord;
+    impl Store for DiskRecord {
+        fn record(&self, device: &Device) -> Option<Record> {
+            (device.sysname() == b"sda").then(|| Record {
+                properties: vec![
+                    (b"ID_SERIAL".to_vec(), b"QEMU_1".to_vec()),
+                    (b"OTHER".to_vec(), b"x".to_vec()),
+                ],
+                ..Record::default()
+            })
+        }
+    }
+    let (rules, _) = Rules::from_text(
+        "t.rules",
+        br#"KERNEL=="sd*[0-9]", IMPORT{parent}="ID_*|DEVTYPE", ENV{IMPORTED}="1""#,
+        &t.config(),
+    );
+    let o = rules.apply(
+        Event {
+            device: t.device(SDA1, Action::Add),
+            previous: None,
+            test: false,
+            trace: false,
+        },
+        &DiskRecord,
+    );
+    assert_eq!(prop(&o, "ID_SERIAL"), Some("QEMU_1"));
+    assert_eq!(prop(&o, "DEVTYPE"), Some("disk"));
+    assert_eq!(prop(&o, "OTHER"), None);
+    assert_eq!(prop(&o, "IMPORTED"), Some("1"));
+}
+
+#[test]
+fn assignments_and_operators() {
+    let t = Tree::disk();
+    let o = t.run(
+        concat!(
+            "KERNEL==\"sda\", OWNER=\"user\", GROUP=\"disk\", MODE=\"0640\"\n",
+            "KERNEL==\"sda\", GROUP:=\"cdrom\", MODE:=\"0660\"\n",
+            "KERNEL==\"sda\", GROUP=\"root\", MODE=\"0600\"\n",
+            "KERNEL==\"sda\", SYMLINK+=\"a b\", SYMLINK+=\"c\"\n",
+            "KERNEL==\"sda\", SYMLINK-=\"b\"\n",
+            "KERNEL==\"sda\", ENV{L}=\"one\"\n",
+            "KERNEL==\"sda\", ENV{L}+=\"two\"\n",
+            "KERNEL==\"sda\", ENV{GONE}=\"x\"\n",
+            "KERNEL==\"sda\", ENV{GONE}=\"\"\n",
+            "KERNEL==\"sda\", ENV{.HIDDEN}=\"x\"\n",
+            "KERNEL==\"sda\", TAG+=\"one\", TAG+=\"two\", TAG+=\"three\"\n",
+            "KERNEL==\"sda\", TAG-=\"two\"\n",
+            "KERNEL==\"sda\", TAG==\"one\", ENV{TAGGED}=\"1\"\n",
+            "KERNEL==\"sda\", SYMLINK==\"c\", ENV{LINKED}=\"1\"\n",
+            "KERNEL==\"sda\", OPTIONS+=\"link_priority=-10\", OPTIONS+=\"db_persist\", OPTIONS+=\"watch\"\n",
+            "KERNEL==\"sda\", RUN+=\"/bin/true $kernel\", RUN{builtin}+=\"kmod load x\"\n",
+            "KERNEL==\"sda\", SECLABEL{selinux}=\"system_u:object_r:fixed_disk_device_t:s0\"\n",
+        ),
+        SDA,
+    );
+    assert_eq!((o.uid, o.gid, o.mode), (Some(1000), Some(24), Some(0o660)));
+    assert_eq!(links(&o), vec!["a", "c"]);
+    assert_eq!(prop(&o, "L"), Some("one two"));
+    assert_eq!(prop(&o, "GONE"), None);
+    assert_eq!(
+        prop(&o, ".HIDDEN"),
+        None,
+        "dot properties stay out of the database"
+    );
+    assert!(o.event_properties.iter().any(|(k, _)| k == b".HIDDEN"));
+    assert_eq!(o.tags, vec![b"one".to_vec(), b"three".to_vec()]);
+    assert_eq!(prop(&o, "TAGGED"), Some("1"));
+    assert_eq!(prop(&o, "LINKED"), Some("1"));
+    assert_eq!(o.link_priority, -10);
+    assert!(o.db_persist);
+    assert_eq!(o.watch, Some(true));
+    assert_eq!(
+        o.run,
+        vec![
+            // Within a line udev orders builtins before programs.
+            Run::Builtin("kmod", b"kmod load x".to_vec()),
+            Run::Program(b"/bin/true sda".to_vec()),
+        ]
+    );
+    assert_eq!(o.seclabels.len(), 1);
+
+    // = replaces what came before; := also ends later changes.
+    let o = t.run(
+        concat!(
+            "KERNEL==\"sda\", SYMLINK+=\"first\", RUN+=\"/bin/a\"\n",
+            "KERNEL==\"sda\", SYMLINK=\"second\", RUN=\"/bin/b\", TAG+=\"x\"\n",
+            "KERNEL==\"sda\", SYMLINK:=\"final\", RUN:=\"/bin/c\", TAG=\"y\"\n",
+            "KERNEL==\"sda\", SYMLINK+=\"ignored\", RUN+=\"/bin/d\"\n",
+        ),
+        SDA,
+    );
+    assert_eq!(links(&o), vec!["final"]);
+    assert_eq!(o.run, vec![Run::Program(b"/bin/c".to_vec())]);
+    assert_eq!(o.tags, vec![b"y".to_vec()]);
+}
+
+#[test]
+fn links_are_escaped_as_udev_does() {
+    let t = Tree::disk();
+    let o = t.run(
+        concat!(
+            "KERNEL==\"sda\", SUBSYSTEMS==\"scsi\", SYMLINK+=\"disk/by-id/ata-$attr{model}\"\n",
+            "KERNEL==\"sda\", ENV{S}=\"x y\", SYMLINK+=\"s/$env{S}\"\n",
+            "KERNEL==\"sda\", OPTIONS+=\"string_escape=replace\", SYMLINK+=\"r/a b\"\n",
+            "KERNEL==\"sda\", OPTIONS+=\"string_escape=none\", SYMLINK+=\"n/$env{S}\"\n",
+        ),
+        SDA,
+    );
+    assert_eq!(
+        links(&o),
+        vec!["disk/by-id/ata-QEMU_HARDDISK", "s/x_y", "r/a_b", "n/x", "y"]
+    );
+}
+
+#[test]
+fn goto_and_label() {
+    let t = Tree::disk();
+    let o = t.run(
+        concat!(
+            "KERNEL!=\"sda\", GOTO=\"end\"\n",
+            "ENV{SEEN_SDA}=\"1\"\n",
+            "SUBSYSTEM==\"block\", GOTO=\"skip\"\n",
+            "ENV{SKIPPED}=\"wrong\"\n",
+            "LABEL=\"skip\"\n",
+            "ENV{AFTER_SKIP}=\"1\"\n",
+            "LABEL=\"end\"\n",
+        ),
+        SDA,
+    );
+    assert_eq!(prop(&o, "SEEN_SDA"), Some("1"));
+    assert_eq!(prop(&o, "SKIPPED"), None);
+    assert_eq!(prop(&o, "AFTER_SKIP"), Some("1"));
+    let o = t.run(
+        "KERNEL!=\"sda\", GOTO=\"end\"\nENV{SEEN_SDA}=\"1\"\nLABEL=\"end\"\nENV{ALL}=\"1\"\n",
+        SDA1,
+    );
+    assert_eq!(prop(&o, "SEEN_SDA"), None);
+    assert_eq!(prop(&o, "ALL"), Some("1"));
+}
+
+#[test]
+fn attribute_writes_and_test_mode() {
+    let t = Tree::disk();
+    let scheduler = t.sys().join(&SDA[1..]).join("queue/scheduler");
+    fs::write(&scheduler, "mq-deadline\n").unwrap();
+    let rules = "KERNEL==\"sda\", ATTR{queue/scheduler}=\"none\"\n";
+    let (compiled, _) = Rules::from_text("t.rules", rules.as_bytes(), &t.config());
+    let dry = compiled.apply(
+        Event {
+            device: t.device(SDA, Action::Add),
+            previous: None,
+            test: true,
+            trace: true,
+        },
+        &NoStore,
+    );
+    assert_eq!(fs::read_to_string(&scheduler).unwrap(), "mq-deadline\n");
+    assert_eq!(dry.trace, vec!["t.rules:1"]);
+    t.run(rules, SDA);
+    assert_eq!(fs::read_to_string(&scheduler).unwrap(), "none");
+}
+
+#[test]
+fn remove_events_see_the_database() {
+    let t = Tree::disk();
+    let previous = Record {
+        properties: vec![(b"ID_FS_TYPE".to_vec(), b"ext4".to_vec())],
+        current_tags: vec![b"systemd".to_vec()],
+        links: vec![b"disk/by-label/root".to_vec()],
+        ..Record::default()
+    };
+    let o = t.run_with(
+        concat!(
+            "ACTION==\"remove\", ENV{ID_FS_TYPE}==\"ext4\", TAG==\"systemd\", ENV{SAW}=\"1\"\n",
+            "ACTION==\"remove\", SYMLINK+=\"not-on-remove\"\n",
+        ),
+        SDA,
+        Action::Remove,
+        Some(&previous),
+    );
+    assert_eq!(prop(&o, "SAW"), Some("1"));
+    assert_eq!(links(&o), vec!["disk/by-label/root"]);
+}
+
+#[test]
+fn network_interface_names() {
+    let t = Tree::new();
+    t.add(
+        "/devices/virtual/net/veth0",
+        "net",
+        "INTERFACE=veth0\nIFINDEX=7\n",
+        None,
+        &[("address", "52:54:00:12:34:56\n")],
+    );
+    let o = t.run(
+        "SUBSYSTEM==\"net\", ATTR{address}==\"52:54:00:*\", NAME=\"lan/0:x\"\nNAME==\"lan_0_x\", ENV{N}=\"$name\"\n",
+        "/devices/virtual/net/veth0",
+    );
+    assert_eq!(o.name.as_deref(), Some(&b"lan_0_x"[..]));
+    assert_eq!(prop(&o, "N"), Some("lan_0_x"));
+    // NAME on a device that is not an interface does nothing.
+    let t = Tree::disk();
+    let o = t.run("KERNEL==\"sda\", NAME=\"x\"\n", SDA);
+    assert_eq!(o.name, None);
+}
+
+#[test]
+fn the_index_changes_no_outcome() {
+    // Lines whose ACTION or SUBSYSTEM rule the event out are skipped by
+    // the index; the result must be what evaluating every line gives.
+    let t = Tree::disk();
+    let text = concat!(
+        "SUBSYSTEM!=\"block\", GOTO=\"not_block\"\n",
+        "ACTION==\"add|change\", SUBSYSTEM==\"block\", ENV{A}=\"1\"\n",
+        "SUBSYSTEM==\"net\", ENV{WRONG}=\"1\"\n",
+        "ACTION==\"remove\", ENV{WRONG2}=\"1\"\n",
+        "SUBSYSTEM==\"bl*\", ENV{GLOB}=\"1\"\n",
+        "LABEL=\"not_block\"\n",
+        "ENV{LAST}=\"1\"\n",
+    );
+    let (rules, _) = Rules::from_text("t.rules", text.as_bytes(), &t.config());
+    for (dev, action) in [(SDA, Action::Add), (SDA1, Action::Remove)] {
+        let o = rules.apply(
+            Event {
+                device: t.device(dev, action),
+                previous: None,
+                test: false,
+                trace: true,
+            },
+            &NoStore,
+        );
+        let all: Vec<_> = rules
+            .lines
+            .iter()
+            .enumerate()
+            .map(|(i, _)| i as u32)
+            .collect();
+        let cands = rules
+            .candidates(
+                action,
+                Some(b"block"),
+                line_flags::GOTO | line_flags::UPDATE | line_flags::DEVLINK,
+            )
+            .for_name(b"sda")
+            .into_owned();
+        assert!(cands.len() < all.len());
+        if action == Action::Add {
+            assert_eq!(prop(&o, "A"), Some("1"));
+            assert_eq!(prop(&o, "GLOB"), Some("1"));
+        } else {
+            assert_eq!(prop(&o, "A"), None);
+        }
+        assert_eq!(prop(&o, "WRONG"), None);
+        assert_eq!(prop(&o, "LAST"), Some("1"));
+    }
+}
+
+#[test]
+fn errors_are_reported_with_their_place_and_the_rest_works() {
+    let text = concat!(
+        "KERNEL==\"sda\", ENV{GOOD}=\"1\"\n",
+        "KERNEL==\"sda\", BOGUS=\"1\"\n",
+        "KERNEL=\"sda\", ENV{X}=\"1\"\n",
+        "  ENV{DEVPATH}=\"x\"\n",
+        "KERNEL==\"sda\", IMPORT{builtin}=\"nonexistent\"\n",
+        "KERNEL==\"sda\", GOTO=\"nowhere\"\n",
+        "KERNEL==\"sda\"\n",
+        "KERNEL==\"sda\", OPTIONS+=\"bogus_option\"\n",
+        "KERNEL==\"sda\", ENV{ALSO_GOOD}=\"1\"\n",
+    );
+    let t = Tree::disk();
+    let (rules, diags) = Rules::from_text("x.rules", text.as_bytes(), &t.config());
+    let shown: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+    assert_eq!(
+        shown,
+        vec![
+            "x.rules:2:16: error: unknown key 'BOGUS'; the rule is ignored",
+            "x.rules:3:1: error: KERNEL does not take the operator '='; the rule is ignored",
+            "x.rules:4:3: error: ENV{DEVPATH} cannot be set; the rule is ignored",
+            "x.rules:5:16: error: unknown builtin \"nonexistent\"; the rule is ignored",
+            "x.rules:7:1: warning: the rule has no effect (it only matches); ignored",
+            "x.rules:8:26: warning: unknown OPTIONS value 'bogus_option', ignored",
+            "x.rules:8:1: warning: the rule has no effect (it only matches); ignored",
+            "x.rules:6:1: error: GOTO=\"nowhere\" has no matching LABEL later in the file; the GOTO is ignored",
+        ]
+    );
+    let o = rules.apply(
+        Event {
+            device: t.device(SDA, Action::Add),
+            previous: None,
+            test: false,
+            trace: false,
+        },
+        &NoStore,
+    );
+    assert_eq!(prop(&o, "GOOD"), Some("1"));
+    assert_eq!(prop(&o, "ALSO_GOOD"), Some("1"));
+}
+
+#[test]
+fn files_are_found_sorted_and_masked_as_udev_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let etc = dir.path().join("etc/udev/rules.d");
+    let lib = dir.path().join("usr/lib/udev/rules.d");
+    fs::create_dir_all(&etc).unwrap();
+    fs::create_dir_all(&lib).unwrap();
+    fs::write(lib.join("10-a.rules"), "ENV{A}=\"lib\"\n").unwrap();
+    fs::write(lib.join("20-b.rules"), "ENV{B}=\"lib\"\n").unwrap();
+    fs::write(lib.join("30-c.rules"), "ENV{C}=\"lib\"\n").unwrap();
+    fs::write(lib.join("not-rules.txt"), "garbage\n").unwrap();
+    fs::write(etc.join("20-b.rules"), "ENV{B}=\"etc\"\n").unwrap();
+    symlink("/dev/null", etc.join("30-c.rules")).unwrap();
+    fs::write(etc.join("15-e.rules"), "ENV{E}=\"etc\"\n").unwrap();
+    let files = rule_files(&[etc.clone(), lib.clone()]);
+    let names: Vec<String> = files
+        .iter()
+        .map(|p| p.strip_prefix(dir.path()).unwrap().display().to_string())
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            "usr/lib/udev/rules.d/10-a.rules",
+            "etc/udev/rules.d/15-e.rules",
+            "etc/udev/rules.d/20-b.rules",
+        ]
+    );
+    let config = Config {
+        dirs: vec![etc.clone(), lib.clone()],
+        ..Config::default()
+    };
+    let (rules, diags) = Rules::load(&config);
+    assert!(diags.is_empty());
+    assert_eq!(rules.file_count(), 3);
+    assert!(!rules.changed());
+    // A changed or added file is noticed.
+    std::thread::sleep(Duration::from_millis(20));
+    fs::write(lib.join("40-new.rules"), "ENV{N}=\"1\"\n").unwrap();
+    assert!(rules.changed());
+}
+
+#[test]
+fn static_nodes_carry_their_lines_permissions() {
+    let t = Tree::new();
+    let (rules, _) = Rules::from_text(
+        "t.rules",
+        b"KERNEL==\"kvm\", GROUP=\"disk\", MODE=\"0660\", TAG+=\"uaccess\", OPTIONS+=\"static_node=kvm\"\n",
+        &t.config(),
+    );
+    assert_eq!(
+        rules.static_nodes(),
+        vec![StaticNode {
+            name: b"kvm".to_vec(),
+            uid: None,
+            gid: Some(6),
+            mode: Some(0o660),
+            tags: vec![b"uaccess".to_vec()],
+        }]
+    );
+}
+
+mod no_panics {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Text made of the language's own pieces, so that most lines get
+    /// deep into the parser and the evaluator, with junk mixed in.
+    fn rule_text() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            Just("KERNEL".to_string()),
+            Just("ATTRS{size}".to_string()),
+            Just("ENV{X}".to_string()),
+            Just("SYMLINK".to_string()),
+            Just("GOTO".to_string()),
+            Just("LABEL".to_string()),
+            Just("IMPORT{parent}".to_string()),
+            Just("OPTIONS".to_string()),
+            Just("TEST{0644}".to_string()),
+            Just("==".to_string()),
+            Just("!=".to_string()),
+            Just("+=".to_string()),
+            Just(":=".to_string()),
+            Just("=".to_string()),
+            Just("\"".to_string()),
+            Just("e\"".to_string()),
+            Just(",".to_string()),
+            Just("\\\n".to_string()),
+            Just("\n".to_string()),
+            Just("%c{2+}".to_string()),
+            Just("$attr{".to_string()),
+            Just("$env{X}".to_string()),
+            Just("sd*|?".to_string()),
+            Just("[!a-".to_string()),
+            Just("link_priority=".to_string()),
+            "[ -~]{0,6}",
+            any::<char>().prop_map(String::from),
+        ];
+        proptest::collection::vec(piece, 0..40).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+        #[test]
+        fn any_text_parses_and_runs_without_panicking(text in rule_text()) {
+            let t = Tree::disk();
+            let config = Config { programs: false, ..t.config() };
+            let (rules, diags) = Rules::from_text("p.rules", text.as_bytes(), &config);
+            for d in &diags {
+                prop_assert!(d.at.line >= 1, "{d}");
+            }
+            for action in [Action::Add, Action::Remove] {
+                let _ = rules.apply(
+                    Event { device: t.device(SDA1, action), previous: None, test: true, trace: true },
+                    &NoStore,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn folded_gotos_keep_jumps_into_what_they_skip() {
+    let t = Tree::disk();
+    let text = concat!(
+        "KERNEL==\"sda\", GOTO=\"inner\"\n",
+        "SUBSYSTEM==\"block\", GOTO=\"end\"\n",
+        "ENV{SKIPPED}=\"1\"\n",
+        "LABEL=\"inner\"\n",
+        "ENV{INNER}=\"1\"\n",
+        "LABEL=\"end\"\n",
+        "SUBSYSTEM!=\"net\", GOTO=\"net_end\"\n",
+        "ENV{NET}=\"1\"\n",
+        "LABEL=\"net_end\"\n",
+        "ENV{LAST}=\"1\"\n",
+    );
+    let o = t.run(text, SDA);
+    assert_eq!(
+        (
+            prop(&o, "SKIPPED"),
+            prop(&o, "INNER"),
+            prop(&o, "NET"),
+            prop(&o, "LAST")
+        ),
+        (None, Some("1"), None, Some("1"))
+    );
+    let o = t.run(text, SDA1);
+    assert_eq!(
+        (
+            prop(&o, "SKIPPED"),
+            prop(&o, "INNER"),
+            prop(&o, "NET"),
+            prop(&o, "LAST")
+        ),
+        (None, None, None, Some("1"))
+    );
+    let (rules, _) = Rules::from_text("t.rules", text.as_bytes(), &t.config());
+    // The net block's GOTO is taken once for all block events: neither it
+    // nor what it skips is visited; the first GOTO is not folded, since
+    // a jump lands inside what it skips.
+    let kinds = rules.candidates(
+        Action::Add,
+        Some(b"block"),
+        line_flags::GOTO | line_flags::UPDATE,
+    );
+    assert_eq!(kinds.for_name(b"sda").into_owned(), vec![0, 1, 2, 4, 9]);
+    // KERNEL=="sda" is visited only for names that start with "sda".
+    assert_eq!(kinds.for_name(b"vda").into_owned(), vec![1, 2, 4, 9]);
+}
+
+#[test]
+fn without_name_resolution_only_numeric_owners_and_groups_apply() {
+    let t = Tree::disk();
+    // The first line only names a group: it does nothing, silently.
+    let text = b"KERNEL==\"tty*\", GROUP=\"dialout\"\nKERNEL==\"sda\", OWNER=\"user\", GROUP=\"disk\", ENV{Y}=\"1\"\nKERNEL==\"sda\", GROUP=\"24\", ENV{X}=\"1\"\n";
+    let config = Config {
+        resolve_names: false,
+        ..t.config()
+    };
+    let (rules, diags) = Rules::from_text("t.rules", text, &config);
+    assert!(diags.is_empty(), "{diags:?}");
+    let o = rules.apply(
+        Event {
+            device: t.device(SDA, Action::Add),
+            previous: None,
+            test: true,
+            trace: false,
+        },
+        &NoStore,
+    );
+    assert_eq!((o.uid, o.gid), (None, Some(24)));
+}
