@@ -832,13 +832,8 @@ impl<'a> State<'a> {
             Kind::Owner(t) => {
                 if !self.owner_final {
                     self.owner_final = op == Op::AssignFinal;
-                    let name = self.expand(t, false);
-                    match self.rules.users.uid(&name) {
-                        Some(uid) => self.uid = Some(uid),
-                        None => self.warn(
-                            token,
-                            format!("unknown user \"{}\"", String::from_utf8_lossy(&name)),
-                        ),
+                    if let Some(uid) = self.resolve(token, t, false) {
+                        self.uid = Some(uid);
                     }
                 }
                 true
@@ -846,13 +841,8 @@ impl<'a> State<'a> {
             Kind::Group(t) => {
                 if !self.group_final {
                     self.group_final = op == Op::AssignFinal;
-                    let name = self.expand(t, false);
-                    match self.rules.users.gid(&name) {
-                        Some(gid) => self.gid = Some(gid),
-                        None => self.warn(
-                            token,
-                            format!("unknown group \"{}\"", String::from_utf8_lossy(&name)),
-                        ),
+                    if let Some(gid) = self.resolve(token, t, true) {
+                        self.gid = Some(gid);
                     }
                 }
                 true
@@ -1085,6 +1075,26 @@ impl<'a> State<'a> {
                 true
             }
         }
+    }
+
+    /// A user or group name that only the event can tell (it has
+    /// substitutions), looked up now.
+    fn resolve(&mut self, token: &Token, t: &Template, group: bool) -> Option<u32> {
+        let name = self.expand(t, false);
+        let users = &self.rules.users;
+        let id = if group {
+            users.gid(&name)
+        } else {
+            users.uid(&name)
+        };
+        if id.is_none() {
+            let what = if group { "group" } else { "user" };
+            self.warn(
+                token,
+                format!("unknown {what} \"{}\"", String::from_utf8_lossy(&name)),
+            );
+        }
+        id
     }
 
     fn run_builtin(&mut self, name: &'static str, command: &[u8], token: &Token) -> bool {

@@ -60,69 +60,29 @@ pub struct TemplateError {
     pub message: String,
 }
 
-/// `$name` forms; a longer name is listed before any name it starts with.
-const NAMES: &[(&str, SubstKind)] = &[
-    ("devnode", SubstKind::Devnode),
-    ("tempnode", SubstKind::Devnode),
-    ("attr", SubstKind::Attr),
-    ("sysfs", SubstKind::Attr),
-    ("env", SubstKind::Env),
-    ("kernel", SubstKind::Kernel),
-    ("number", SubstKind::Number),
-    ("driver", SubstKind::Driver),
-    ("devpath", SubstKind::Devpath),
-    ("id", SubstKind::Id),
-    ("major", SubstKind::Major),
-    ("minor", SubstKind::Minor),
-    ("result", SubstKind::Result),
-    ("parent", SubstKind::Parent),
-    ("name", SubstKind::Name),
-    ("links", SubstKind::Links),
-    ("root", SubstKind::Root),
-    ("sys", SubstKind::Sys),
+/// `$name` forms and their one-letter `%x` forms; a longer name is listed
+/// before any name it starts with. The arguments of `Attr`, `Env` and
+/// `Result` are filled in from the braces that follow.
+const FORMS: &[(&str, u8, Subst)] = &[
+    ("devnode", b'N', Subst::Devnode),
+    ("tempnode", b'N', Subst::Devnode),
+    ("attr", b's', Subst::Attr(Vec::new())),
+    ("sysfs", b's', Subst::Attr(Vec::new())),
+    ("env", b'E', Subst::Env(Vec::new())),
+    ("kernel", b'k', Subst::Kernel),
+    ("number", b'n', Subst::Number),
+    ("driver", b'd', Subst::Driver),
+    ("devpath", b'p', Subst::Devpath),
+    ("id", b'b', Subst::Id),
+    ("major", b'M', Subst::Major),
+    ("minor", b'm', Subst::Minor),
+    ("result", b'c', Subst::Result(None)),
+    ("parent", b'P', Subst::Parent),
+    ("name", b'D', Subst::Name),
+    ("links", b'L', Subst::Links),
+    ("root", b'r', Subst::Root),
+    ("sys", b'S', Subst::Sys),
 ];
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SubstKind {
-    Devnode,
-    Attr,
-    Env,
-    Kernel,
-    Number,
-    Driver,
-    Devpath,
-    Id,
-    Major,
-    Minor,
-    Result,
-    Parent,
-    Name,
-    Links,
-    Root,
-    Sys,
-}
-
-fn short_form(c: u8) -> Option<SubstKind> {
-    Some(match c {
-        b'N' => SubstKind::Devnode,
-        b's' => SubstKind::Attr,
-        b'E' => SubstKind::Env,
-        b'k' => SubstKind::Kernel,
-        b'n' => SubstKind::Number,
-        b'd' => SubstKind::Driver,
-        b'p' => SubstKind::Devpath,
-        b'b' => SubstKind::Id,
-        b'M' => SubstKind::Major,
-        b'm' => SubstKind::Minor,
-        b'c' => SubstKind::Result,
-        b'P' => SubstKind::Parent,
-        b'D' => SubstKind::Name,
-        b'L' => SubstKind::Links,
-        b'r' => SubstKind::Root,
-        b'S' => SubstKind::Sys,
-        _ => return None,
-    })
-}
 
 impl Template {
     /// A template that is only text.
@@ -175,10 +135,13 @@ impl Template {
                     continue;
                 }
                 let rest = &value[i + 1..];
-                match NAMES.iter().find(|(n, _)| rest.starts_with(n.as_bytes())) {
-                    Some((n, k)) => {
+                match FORMS
+                    .iter()
+                    .find(|(n, _, _)| rest.starts_with(n.as_bytes()))
+                {
+                    Some((n, _, k)) => {
                         i += 1 + n.len();
-                        *k
+                        k.clone()
                     }
                     None => {
                         errors.push(TemplateError {
@@ -197,10 +160,10 @@ impl Template {
                         i += 2;
                         continue;
                     }
-                    Some(&s) => match short_form(s) {
-                        Some(k) => {
+                    Some(&s) => match FORMS.iter().find(|(_, c, _)| *c == s) {
+                        Some((_, _, k)) => {
                             i += 2;
-                            k
+                            k.clone()
                         }
                         None => {
                             errors.push(TemplateError {
@@ -244,9 +207,9 @@ impl Template {
                 None
             };
             let subst = match kind {
-                SubstKind::Attr | SubstKind::Env => match arg {
+                Subst::Attr(_) | Subst::Env(_) => match arg {
                     Some(a) if !a.is_empty() => {
-                        if kind == SubstKind::Attr {
+                        if matches!(kind, Subst::Attr(_)) {
                             Subst::Attr(a)
                         } else {
                             Subst::Env(a)
@@ -260,7 +223,7 @@ impl Template {
                         continue;
                     }
                 },
-                SubstKind::Result => match arg {
+                Subst::Result(_) => match arg {
                     None => Subst::Result(None),
                     Some(a) => {
                         let (digits, rest) = match a.last() {
@@ -286,17 +249,16 @@ impl Template {
                     if let Some(a) = arg {
                         // Braces after a substitution that takes none are
                         // text, as udev copies them.
-                        let s = simple(other);
                         if !text.is_empty() {
                             pieces.push(Piece::Text(std::mem::take(&mut text)));
                         }
-                        pieces.push(Piece::Subst(s));
+                        pieces.push(Piece::Subst(other));
                         text.push(b'{');
                         text.extend_from_slice(&a);
                         text.push(b'}');
                         continue;
                     }
-                    simple(other)
+                    other
                 }
             };
             if !text.is_empty() {
@@ -308,26 +270,6 @@ impl Template {
             pieces.push(Piece::Text(text));
         }
         (Template { pieces }, errors)
-    }
-}
-
-fn simple(kind: SubstKind) -> Subst {
-    match kind {
-        SubstKind::Devnode => Subst::Devnode,
-        SubstKind::Kernel => Subst::Kernel,
-        SubstKind::Number => Subst::Number,
-        SubstKind::Driver => Subst::Driver,
-        SubstKind::Devpath => Subst::Devpath,
-        SubstKind::Id => Subst::Id,
-        SubstKind::Major => Subst::Major,
-        SubstKind::Minor => Subst::Minor,
-        SubstKind::Result => Subst::Result(None),
-        SubstKind::Parent => Subst::Parent,
-        SubstKind::Name => Subst::Name,
-        SubstKind::Links => Subst::Links,
-        SubstKind::Root => Subst::Root,
-        SubstKind::Sys => Subst::Sys,
-        SubstKind::Attr | SubstKind::Env => unreachable!("handled with their argument"),
     }
 }
 

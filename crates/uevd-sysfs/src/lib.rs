@@ -201,6 +201,10 @@ pub struct Device {
     /// Kept apart from `attrs`: the two read symlinks differently.
     sysattrs: AttrCache,
     parent: RefCell<Option<Option<Rc<Device>>>>,
+    /// Read once per event: rules ask for a parent's driver and subsystem
+    /// again on every line with DRIVERS== or SUBSYSTEMS==.
+    subsystem: std::cell::OnceCell<Option<Vec<u8>>>,
+    driver: std::cell::OnceCell<Option<Vec<u8>>>,
 }
 
 impl std::fmt::Debug for Device {
@@ -220,6 +224,8 @@ impl Device {
             attrs: RefCell::default(),
             sysattrs: RefCell::default(),
             parent: RefCell::default(),
+            subsystem: std::cell::OnceCell::new(),
+            driver: std::cell::OnceCell::new(),
         }
     }
 
@@ -260,18 +266,23 @@ impl Device {
     }
 
     pub fn subsystem(&self) -> Option<Vec<u8>> {
-        match self.event.subsystem() {
-            Some(s) => Some(s.to_vec()),
-            None => link_basename(&self.syspath().join("subsystem")),
-        }
+        self.subsystem
+            .get_or_init(|| match self.event.subsystem() {
+                Some(s) => Some(s.to_vec()),
+                None => link_basename(&self.syspath().join("subsystem")),
+            })
+            .clone()
     }
 
-    /// The driver bound now, read from the event or the `driver` link.
+    /// The driver bound, read from the event or the `driver` link, once
+    /// per event.
     pub fn driver(&self) -> Option<Vec<u8>> {
-        match self.event.driver() {
-            Some(d) => Some(d.to_vec()),
-            None => link_basename(&self.syspath().join("driver")),
-        }
+        self.driver
+            .get_or_init(|| match self.event.driver() {
+                Some(d) => Some(d.to_vec()),
+                None => link_basename(&self.syspath().join("driver")),
+            })
+            .clone()
     }
 
     pub fn devtype(&self) -> Option<&[u8]> {

@@ -436,6 +436,26 @@ impl Processor {
         }
     }
 
+    /// What the rules in force decide for the device; the rules are
+    /// returned too, for the RUN programs they asked for.
+    fn run_rules(
+        &self,
+        dev: &Rc<Device>,
+        previous: Option<&Record>,
+    ) -> (Arc<Rules>, uevd_rules::Outcome) {
+        let rules = self.rules();
+        let outcome = rules.apply(
+            uevd_rules::Event {
+                device: dev.clone(),
+                previous,
+                test: false,
+                trace: false,
+            },
+            self,
+        );
+        (rules, outcome)
+    }
+
     /// add, change, move, bind, unbind, online, offline.
     fn update(&self, dev: &Rc<Device>, clock: &mut Clock) -> (Properties, Vec<String>) {
         let id = Self::device_id(dev);
@@ -455,16 +475,7 @@ impl Processor {
             None => self.previous(dev.devpath(), &id),
         };
         clock.step("device");
-        let rules = self.rules();
-        let outcome = rules.apply(
-            uevd_rules::Event {
-                device: dev.clone(),
-                previous: previous.as_ref(),
-                test: false,
-                trace: false,
-            },
-            self,
-        );
+        let (rules, outcome) = self.run_rules(dev, previous.as_ref());
         clock.step("rules");
         let mut errors: Vec<String> = outcome.warnings.clone();
         let renamed = self.rename_interface(dev, &outcome, &mut errors);
@@ -577,16 +588,7 @@ impl Processor {
             None => self.previous(dev.devpath(), &id),
         };
         clock.step("device");
-        let rules = self.rules();
-        let outcome = rules.apply(
-            uevd_rules::Event {
-                device: dev.clone(),
-                previous: previous.as_ref(),
-                test: false,
-                trace: false,
-            },
-            self,
-        );
+        let (rules, outcome) = self.run_rules(dev, previous.as_ref());
         clock.step("rules");
         let mut errors: Vec<String> = outcome.warnings.clone();
         if let Some(w) = &self.watches {

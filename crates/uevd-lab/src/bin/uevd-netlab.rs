@@ -5,6 +5,8 @@
 //!   kernel alone.
 //! - `bench`: N interfaces with no device manager (the floor) and with uevd
 //!   until settle, side by side, for several N.
+//! - `scale`: coldplug a generated sysfs of N devices; with `--contended`
+//!   every device also claims one link, at three priorities.
 //! - `forge`: send a uevent that does not come from the kernel (tests).
 //! - `loop-add` / `loop-remove`: create or remove a loop block device.
 
@@ -21,7 +23,7 @@ fn usage() -> ExitCode {
         "usage: uevd-netlab demo [--uevd PATH] [--pairs N]\n       \
          uevd-netlab bench [--uevd PATH] [--counts N,N,...] [--runs R]\n       \
          uevd-netlab coldplug [--uevd PATH] [--counts N,N,...] [--runs R]\n       \
-         uevd-netlab scale [--uevd PATH] [--counts N,N,...]\n       \
+         uevd-netlab scale [--uevd PATH] [--counts N,N,...] [--contended]\n       \
          uevd-netlab forge --devpath P [--port N] [--uid U [--keep-net-admin]]\n       \
          uevd-netlab loop-add N | loop-remove N"
     );
@@ -70,7 +72,11 @@ fn main() -> ExitCode {
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(3),
         ),
-        "scale" => scale(&uevd_path(&args), &counts(&args, "1000,10000,100000")),
+        "scale" => scale(
+            &uevd_path(&args),
+            &counts(&args, "1000,10000,100000"),
+            args.iter().any(|a| a == "--contended"),
+        ),
         "forge" => forge(&args),
         "loop-add" | "loop-remove" => {
             loop_ctl(cmd == "loop-add", args.get(1).and_then(|n| n.parse().ok()))
@@ -378,8 +384,18 @@ fn coldplug(uevd: &Path, counts: &[usize], runs: usize) -> io::Result<()> {
 
 /// Coldplug over a fake sysfs tree of N character devices (node, link and
 /// database entry each), to show the cost per device does not grow with N.
-fn scale(uevd: &Path, counts: &[usize]) -> io::Result<()> {
-    println!("coldplug over a fake sysfs of N character devices: node, MAJ:MIN link and database entry each\n");
+/// Every fake device wants /dev/fake/contended; names ending in an odd
+/// digit at priority 1, in 5 at priority 2, the rest at 0.
+const CONTENDED_RULES: &str = "SUBSYSTEM==\"fake\", SYMLINK+=\"fake/contended\"\n\
+SUBSYSTEM==\"fake\", KERNEL==\"*[13579]\", OPTIONS+=\"link_priority=1\"\n\
+SUBSYSTEM==\"fake\", KERNEL==\"*5\", OPTIONS+=\"link_priority=2\"\n";
+
+fn scale(uevd: &Path, counts: &[usize], contended: bool) -> io::Result<()> {
+    println!("coldplug over a fake sysfs of N character devices: node, MAJ:MIN link and database entry each");
+    if contended {
+        println!("and one link that every device claims (3 priorities): the owner changes hands N/5 times or more");
+    }
+    println!();
     println!(
         "{:>8} {:>10} {:>10} {:>11} {:>12} {:>13}",
         "N", "read floor", "uevd s", "uevd/floor", "uevd CPU s", "CPU µs/device"
@@ -387,6 +403,9 @@ fn scale(uevd: &Path, counts: &[usize]) -> io::Result<()> {
     let mut first: Option<f64> = None;
     for &n in counts {
         let lab = Lab::new()?;
+        if contended {
+            std::fs::write(lab.rules_dir().join("50-contended.rules"), CONTENDED_RULES)?;
+        }
         let sys_inside = lab.root().join("run/fakesys");
         uevd_lab::fake_sysfs(&lab.outside(&sys_inside), n)?;
         let sys = sys_inside.display().to_string();
@@ -402,7 +421,19 @@ fn scale(uevd: &Path, counts: &[usize]) -> io::Result<()> {
         let wall = t.elapsed().as_secs_f64();
         let cpu = d.cpu_seconds()?;
         d.stop(&lab)?;
-        let made = std::fs::read_dir(lab.dev().join("fake"))?.count();
+        let made = std::fs::read_dir(lab.dev().join("fake"))?
+            .flatten()
+            .filter(|e| e.file_name() != "contended")
+            .count();
+        if contended {
+            let owner = std::fs::read_link(lab.dev().join("fake/contended"))?;
+            if !owner.to_string_lossy().ends_with('5') {
+                return Err(io::Error::other(format!(
+                    "the contended link went to {} instead of a priority-2 device",
+                    owner.display()
+                )));
+            }
+        }
         if made != n {
             return Err(io::Error::other(format!(
                 "{made} nodes made for {n} devices"

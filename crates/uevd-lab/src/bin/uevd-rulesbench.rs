@@ -54,6 +54,22 @@ fn generated_rules(dir: &std::path::Path, files: usize) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Every `rules.d` directory below `dir`.
+fn rules_dirs_below(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() && !p.is_symlink() {
+            if p.file_name().is_some_and(|n| n == "rules.d") {
+                out.push(p.clone());
+            }
+            rules_dirs_below(&p, out);
+        }
+    }
+}
+
 /// µs per event for each round of running `events` through `rules`.
 fn rounds(rules: &Rules, sysfs: &Sysfs, events: &[Uevent], n: usize) -> Vec<f64> {
     (0..n)
@@ -141,6 +157,25 @@ fn main() -> ExitCode {
             &label,
             &Config {
                 dirs: dirs.clone(),
+                ..base.clone()
+            },
+        );
+    }
+    // Every Debian package's rules at once, as scripts/rules-corpus
+    // fetched them: the largest real rule set there is.
+    let corpus = PathBuf::from(
+        std::env::var_os("UEVD_RULES_CORPUS")
+            .unwrap_or_else(|| "/var/cache/uevd-rules-corpus".into()),
+    )
+    .join("rules");
+    let mut corpus_dirs = Vec::new();
+    rules_dirs_below(&corpus, &mut corpus_dirs);
+    if !corpus_dirs.is_empty() {
+        corpus_dirs.sort();
+        row(
+            "Debian's rules corpus (scripts/rules-corpus)",
+            &Config {
+                dirs: corpus_dirs,
                 ..base.clone()
             },
         );
