@@ -12,11 +12,22 @@
 
 use std::rc::Rc;
 
+mod ata_id;
+pub mod blkid;
+pub mod btrfs;
+mod cdrom_id;
+pub mod hwdb;
 mod input_id;
+pub mod keyboard;
+pub mod kmod;
 mod net_id;
+pub mod net_setup_link;
 mod path_id;
 mod scan;
+mod scsi_id;
+mod sg;
 mod text;
+pub mod uaccess;
 mod usb_id;
 
 pub type Properties = Vec<(Vec<u8>, Vec<u8>)>;
@@ -61,9 +72,16 @@ pub trait Builtin: Send + Sync {
 /// Every builtin, in the order udev lists its own; adding one is adding
 /// its line here.
 static BUILTINS: &[&dyn Builtin] = &[
+    &blkid::Blkid,
+    &btrfs::System,
+    &hwdb::Hwdb,
     &input_id::InputId,
+    &keyboard::Keyboard,
+    &kmod::Kmod,
     &net_id::NetId,
+    &net_setup_link::System,
     &path_id::PathId,
+    &uaccess::System,
     &usb_id::UsbId,
 ];
 
@@ -78,6 +96,27 @@ pub fn find(name: &[u8]) -> Option<&'static dyn Builtin> {
 /// Names of every builtin uevd has.
 pub fn names() -> impl Iterator<Item = &'static str> {
     BUILTINS.iter().map(|b| b.name())
+}
+
+/// In-process stand-ins for udev's helper programs, run by
+/// `IMPORT{program}`: each takes the program's argv in [`Call::args`]
+/// (args[0] as written in the rule) and returns the `KEY=VALUE` lines its
+/// `--export` output would hold, in order and spelled as printed (the
+/// rules engine parses them like the program's stdout). `Err(Error)`: the
+/// program would exit non-zero, importing nothing. `Err(NotApplicable)`:
+/// the emulation cannot tell what the program would print (an option or
+/// mode it does not cover, a reply the program would misread, a refused
+/// ioctl): run the real program.
+static PROGRAMS: &[&dyn Builtin] = &[&ata_id::AtaId, &cdrom_id::CdromId, &scsi_id::ScsiId];
+
+/// The emulation of the helper program of that file name (argv[0]'s last
+/// path component; a path is reduced to it).
+pub fn find_program(name: &[u8]) -> Option<&'static dyn Builtin> {
+    let name = name.rsplit(|&c| c == b'/').next().unwrap_or(name);
+    PROGRAMS
+        .iter()
+        .copied()
+        .find(|b| b.name().as_bytes() == name)
 }
 
 /// Sets a property the way sd-device does within one builtin run: a key set
@@ -133,13 +172,28 @@ mod tests {
     #[test]
     fn every_builtin_is_found_by_its_exact_name_only() {
         let all: Vec<_> = names().collect();
-        assert_eq!(all, ["input_id", "net_id", "path_id", "usb_id"]);
+        assert_eq!(
+            all,
+            [
+                "blkid",
+                "btrfs",
+                "hwdb",
+                "input_id",
+                "keyboard",
+                "kmod",
+                "net_id",
+                "net_setup_link",
+                "path_id",
+                "uaccess",
+                "usb_id"
+            ]
+        );
         for name in &all {
             assert_eq!(find(name.as_bytes()).unwrap().name(), *name);
         }
         assert!(find(b"usb").is_none());
         assert!(find(b"").is_none());
-        assert!(find(b"blkid").is_none());
+        assert!(find(b"blki").is_none());
     }
 
     #[test]

@@ -52,6 +52,17 @@ pub enum Run {
     Program(Vec<u8>),
 }
 
+/// A program a rule ran, and whether uevd answered it in-process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProgramRun {
+    /// The program's file name (`scsi_id`).
+    pub name: String,
+    pub in_process: bool,
+    /// CLOCK_BOOTTIME ns, as the timeline's.
+    pub start: u64,
+    pub duration: u64,
+}
+
 /// What the rules decided.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
@@ -75,6 +86,8 @@ pub struct Outcome {
     pub watch: Option<bool>,
     /// `file:line: rule` of each rule that applied, when traced.
     pub trace: Vec<String>,
+    /// PROGRAM and IMPORT{program} runs, in order.
+    pub programs: Vec<ProgramRun>,
     /// Problems met on the way (failed writes, programs that failed).
     pub warnings: Vec<String>,
 }
@@ -163,6 +176,7 @@ struct State<'a> {
     trace: Option<Vec<String>>,
     /// OPTIONS+="log_level=debug": log each rule that applies from here on.
     log_rules: bool,
+    programs: Vec<ProgramRun>,
     warnings: Vec<String>,
 }
 
@@ -674,7 +688,7 @@ impl<'a> State<'a> {
             Kind::Program(cmd) => {
                 self.program_result = None;
                 let command = self.expand(cmd, false);
-                match self.rules.spawn(&command, &self.environment()) {
+                match self.run_program(&command) {
                     Ok(out) => {
                         let mut r = out;
                         while r.last() == Some(&b'\n') {
@@ -692,7 +706,7 @@ impl<'a> State<'a> {
             }
             Kind::ImportProgram(cmd) => {
                 let command = self.expand(cmd, false);
-                match self.rules.spawn(&command, &self.environment()) {
+                match self.run_program(&command) {
                     Ok(out) => {
                         for line in out.split(|&c| c == b'\n') {
                             if let Some((k, v)) = property_line(line) {
@@ -1102,7 +1116,8 @@ impl<'a> State<'a> {
             missing_builtin(name);
             return false;
         };
-        let args: Vec<Vec<u8>> = split_words(command).map(<[u8]>::to_vec).collect();
+        // Quotes group words, as udev splits a builtin's command line.
+        let args = uevd_spawn::split(command);
         let mut out = Vec::new();
         let result = builtin.run(
             &uevd_builtins::Call {
@@ -1129,6 +1144,62 @@ impl<'a> State<'a> {
                 false
             }
         }
+    }
+
+    /// Runs PROGRAM's or IMPORT{program}'s command line: scsi_id, ata_id
+    /// and cdrom_id are answered in-process when uevd's own can answer
+    /// exactly, anything else is forked. Which one ran is recorded.
+    fn run_program(&mut self, command: &[u8]) -> Result<Vec<u8>, String> {
+        let started = uevd_timeline::now();
+        let argv = uevd_spawn::split(command);
+        let name = argv
+            .first()
+            .map(|a| a.rsplit(|&c| c == b'/').next().unwrap_or(a).to_vec())
+            .unwrap_or_default();
+        let record = |state: &mut Self, in_process: bool| {
+            state.programs.push(ProgramRun {
+                name: String::from_utf8_lossy(&name).into_owned(),
+                in_process,
+                start: started,
+                duration: uevd_timeline::now().saturating_sub(started),
+            });
+        };
+        if let (true, Some(emulation)) = (self.rules.programs, uevd_builtins::find_program(&name)) {
+            let mut pairs = Vec::new();
+            let result = emulation.run(
+                &uevd_builtins::Call {
+                    device: self.dev,
+                    args: &argv,
+                    env: &self.props,
+                    test: self.test,
+                },
+                &mut pairs,
+            );
+            match result {
+                Ok(()) => {
+                    record(self, true);
+                    // The lines the program would have printed, so that
+                    // they are read exactly as its output would be.
+                    let mut out = Vec::new();
+                    for (k, v) in pairs {
+                        out.extend_from_slice(&k);
+                        out.push(b'=');
+                        out.extend_from_slice(&v);
+                        out.push(b'\n');
+                    }
+                    return Ok(out);
+                }
+                Err(uevd_builtins::Failure::Error(m)) => {
+                    record(self, true);
+                    return Err(format!("{}: {m}", String::from_utf8_lossy(command)));
+                }
+                Err(uevd_builtins::Failure::NotApplicable(_)) => {}
+            }
+        }
+        let env = self.environment();
+        let result = self.rules.spawn(command, &env);
+        record(self, false);
+        result
     }
 
     /// The environment a program gets: the event's properties.
@@ -1301,6 +1372,7 @@ impl Rules {
             parent_records: RefCell::default(),
             trace: event.trace.then(Vec::new),
             log_rules: false,
+            programs: Vec::new(),
             warnings: Vec::new(),
         };
         let mut mask = line_flags::GOTO | line_flags::UPDATE;
@@ -1351,6 +1423,7 @@ impl Rules {
             db_persist: state.db_persist,
             watch: state.watch,
             trace: state.trace.unwrap_or_default(),
+            programs: state.programs,
             warnings: state.warnings,
         }
     }

@@ -12,7 +12,7 @@ pub mod template;
 mod users;
 
 pub use compile::{builtin_of, UDEV_BUILTINS};
-pub use eval::{Event, NoStore, Outcome, Run, Store};
+pub use eval::{Event, NoStore, Outcome, ProgramRun, Run, Store};
 pub use syntax::Position;
 pub use users::Users;
 
@@ -384,11 +384,7 @@ impl Rules {
                     eval::missing_builtin(name);
                     return Ok(());
                 };
-                let args: Vec<Vec<u8>> = command
-                    .split(|c| c.is_ascii_whitespace())
-                    .filter(|w| !w.is_empty())
-                    .map(<[u8]>::to_vec)
-                    .collect();
+                let args = uevd_spawn::split(command);
                 struct EnvList<'a>(&'a [(Vec<u8>, Vec<u8>)]);
                 impl uevd_builtins::Env for EnvList<'_> {
                     fn property(&self, key: &[u8]) -> Option<&[u8]> {

@@ -830,3 +830,28 @@ fn without_name_resolution_only_numeric_owners_and_groups_apply() {
     );
     assert_eq!((o.uid, o.gid), (None, Some(24)));
 }
+
+#[test]
+fn helper_programs_are_answered_in_process_and_recorded() {
+    let t = Tree::disk();
+    let o = t.run(
+        concat!(
+            "KERNEL==\"sda\", IMPORT{program}=\"scsi_id --export --whitelisted -d /nonexistent/sdz\", ENV{IMPORTED}=\"1\"\n",
+            "KERNEL==\"sda\", IMPORT{program}=\"/bin/echo FROM_ECHO=1\"\n",
+        ),
+        SDA,
+    );
+    // On a node that does not exist, udev 252's scsi_id still exits 0
+    // with ID_SCSI=1 and empty identity fields; uevd's own does the same,
+    // without a fork.
+    assert_eq!(prop(&o, "IMPORTED"), Some("1"));
+    assert_eq!(prop(&o, "ID_SCSI"), Some("1"));
+    assert_eq!(prop(&o, "ID_VENDOR"), None, "empty values are not imported");
+    assert_eq!(prop(&o, "FROM_ECHO"), Some("1"));
+    let runs: Vec<(&str, bool)> = o
+        .programs
+        .iter()
+        .map(|p| (p.name.as_str(), p.in_process))
+        .collect();
+    assert_eq!(runs, vec![("scsi_id", true), ("echo", false)]);
+}

@@ -74,13 +74,36 @@ pub struct EventRecord {
     pub started: u64,
     pub finished: u64,
     pub steps: Vec<Step>,
+    /// Programs the rules ran (PROGRAM, IMPORT{program}).
+    pub programs: Vec<ProgramRecord>,
     pub error: Option<String>,
+}
+
+/// A program a rule ran: answered in-process by uevd's own
+/// implementation, or forked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProgramRecord {
+    pub name: String,
+    pub in_process: bool,
+    pub start: u64,
+    pub duration: u64,
+}
+
+/// One module load.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModuleRecord {
+    pub name: String,
+    pub start: u64,
+    pub end: u64,
+    /// "ok", "builtin", "already" (loaded before), or "error: why".
+    pub result: String,
 }
 
 /// A record in the journal.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Entry {
     Event(EventRecord),
+    Module(ModuleRecord),
     Mark {
         name: &'static str,
         at: u64,
@@ -140,7 +163,22 @@ impl Entry {
                     json_str(&mut o, s.name);
                     let _ = write!(o, ",{},{}]", s.start, s.duration);
                 }
-                o.push_str("],\"result\":");
+                o.push(']');
+                if !e.programs.is_empty() {
+                    o.push_str(",\"programs\":[");
+                    for (i, p) in e.programs.iter().enumerate() {
+                        if i > 0 {
+                            o.push(',');
+                        }
+                        o.push('[');
+                        json_str(&mut o, &p.name);
+                        o.push(',');
+                        json_str(&mut o, if p.in_process { "in-process" } else { "forked" });
+                        let _ = write!(o, ",{},{}]", p.start, p.duration);
+                    }
+                    o.push(']');
+                }
+                o.push_str(",\"result\":");
                 match &e.error {
                     None => o.push_str("\"ok\""),
                     Some(msg) => {
@@ -148,6 +186,13 @@ impl Entry {
                         json_str(&mut o, msg);
                     }
                 }
+                o.push('}');
+            }
+            Entry::Module(m) => {
+                o.push_str("{\"type\":\"module\",\"name\":");
+                json_str(&mut o, &m.name);
+                let _ = write!(o, ",\"start\":{},\"end\":{},\"result\":", m.start, m.end);
+                json_str(&mut o, &m.result);
                 o.push('}');
             }
             Entry::Mark { name, at, detail } => {
@@ -346,9 +391,21 @@ mod tests {
                 start: 21,
                 duration: 9,
             }],
+            programs: vec![ProgramRecord {
+                name: "scsi_id".into(),
+                in_process: true,
+                start: 22,
+                duration: 3,
+            }],
             error: Some("boom".into()),
         };
         j.record(Entry::Event(ev.clone()));
+        j.record(Entry::Module(ModuleRecord {
+            name: "sd_mod".into(),
+            start: 30,
+            end: 40,
+            result: "ok".into(),
+        }));
         j.mark("overflow", "lost");
         drop(j);
         w.finish().unwrap();
@@ -360,6 +417,19 @@ mod tests {
         assert_eq!(e.seqnum, Some(77));
         assert_eq!(e.steps[0], ("db".to_string(), 21, 9));
         assert_eq!(e.error.as_deref(), Some("boom"));
+        assert_eq!(
+            e.programs,
+            vec![("scsi_id".to_string(), "in-process".to_string(), 22, 3)]
+        );
+        assert_eq!(journal.modules.len(), 1);
+        assert_eq!(
+            (
+                journal.modules[0].name.as_str(),
+                journal.modules[0].end,
+                journal.modules[0].result.as_str()
+            ),
+            ("sd_mod", 40, "ok")
+        );
         assert_eq!(journal.marks[0].name, "overflow");
     }
 

@@ -28,6 +28,9 @@ pub struct Event {
     pub started: u64,
     pub finished: u64,
     pub steps: Vec<(String, u64, u64)>,
+    /// (program, "in-process" or "forked", start, duration).
+    #[serde(default)]
+    pub programs: Vec<(String, String, u64, u64)>,
     pub result: String,
     pub error: Option<String>,
 }
@@ -39,12 +42,23 @@ pub struct Mark {
     pub detail: String,
 }
 
+#[derive(Debug, Deserialize)]
+pub struct Module {
+    pub name: String,
+    pub start: u64,
+    pub end: u64,
+    pub result: String,
+}
+
+// One line is read at a time: the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 enum Line {
     Header(Header),
     Event(Event),
     Mark(Mark),
+    Module(Module),
 }
 
 /// A whole journal.
@@ -53,6 +67,7 @@ pub struct Journal {
     pub header: Header,
     pub events: Vec<Event>,
     pub marks: Vec<Mark>,
+    pub modules: Vec<Module>,
 }
 
 impl Journal {
@@ -88,11 +103,13 @@ impl Journal {
             header,
             events: Vec::new(),
             marks: Vec::new(),
+            modules: Vec::new(),
         };
         while let Some((n, l)) = lines.next() {
             match serde_json::from_str::<Line>(l) {
                 Ok(Line::Event(e)) => journal.events.push(e),
                 Ok(Line::Mark(m)) => journal.marks.push(m),
+                Ok(Line::Module(m)) => journal.modules.push(m),
                 Ok(Line::Header(_)) => return Err(format!("line {}: second header", n + 1)),
                 Err(_) if lines.peek().is_none() && !text.ends_with('\n') => {}
                 Err(e) => return Err(format!("line {}: {e}", n + 1)),

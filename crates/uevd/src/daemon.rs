@@ -82,6 +82,35 @@ struct Daemon {
 /// How often changed rules files are looked for, at most.
 const RULES_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3);
 
+/// Every module the `kmod` builtin loads goes to the timeline. The loader
+/// is opened now (the index files are only mapped) so that the first
+/// driver of the boot does not wait for it.
+fn record_module_loads(journal: &Journal) {
+    match uevd_kmod::shared(Path::new("/"), None) {
+        Ok(loader) => {
+            let journal = journal.clone();
+            loader.set_observer(Box::new(move |r| {
+                if journal.enabled() {
+                    journal.record(uevd_timeline::Entry::Module(uevd_timeline::ModuleRecord {
+                        name: r.module.to_string(),
+                        start: r.start_ns,
+                        end: r.end_ns,
+                        result: uevd_builtins::kmod::describe(r.result),
+                    }));
+                }
+                match r.result {
+                    Err(e) if uevd_builtins::kmod::not_applicable(e) => {
+                        log::debug!("module {}: {e}", r.module)
+                    }
+                    Err(e) => log::warn!("loading module {}: {e}", r.module),
+                    Ok(_) => {}
+                }
+            }));
+        }
+        Err(e) => log::info!("no kernel modules to load: {e}"),
+    }
+}
+
 /// Loads the rules, logging every problem with its place.
 fn load_rules(config: &uevd_rules::Config) -> uevd_rules::Rules {
     let (rules, diagnostics) = uevd_rules::Rules::load(config);
@@ -184,6 +213,7 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
             }
         }
     };
+    record_module_loads(&journal);
     let sysfs = Sysfs::new(&roots.sys);
     let devtmpfs = dev.devtmpfs();
     let rules_config = roots.rules_config();

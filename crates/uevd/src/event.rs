@@ -18,7 +18,7 @@ use uevd_node::{DevDir, Node, NodeKind, Permissions};
 use uevd_queue::{DevKey, EventId, EventKeys};
 use uevd_rules::Rules;
 use uevd_sysfs::{Device, Sysfs};
-use uevd_timeline::{now, Entry, EventRecord, Journal, Step};
+use uevd_timeline::{now, Entry, EventRecord, Journal, ProgramRecord, Step};
 use uevd_uevent::{monitor, Action, Uevent};
 
 /// Properties added to an event when it is announced as processed.
@@ -137,6 +137,7 @@ pub struct Processor {
 /// Times the steps of one event.
 struct Clock {
     steps: Vec<Step>,
+    programs: Vec<ProgramRecord>,
     mark: u64,
     enabled: bool,
 }
@@ -145,8 +146,21 @@ impl Clock {
     fn new(enabled: bool) -> Clock {
         Clock {
             steps: Vec::new(),
+            programs: Vec::new(),
             mark: if enabled { now() } else { 0 },
             enabled,
+        }
+    }
+
+    /// Which programs the rules ran, and whether in-process.
+    fn programs(&mut self, runs: &[uevd_rules::ProgramRun]) {
+        if self.enabled {
+            self.programs.extend(runs.iter().map(|p| ProgramRecord {
+                name: p.name.clone(),
+                in_process: p.in_process,
+                start: p.start,
+                duration: p.duration,
+            }));
         }
     }
 
@@ -276,6 +290,7 @@ impl Processor {
                 started,
                 finished: now(),
                 steps: clock.steps,
+                programs: clock.programs,
                 error,
             }));
         }
@@ -295,9 +310,11 @@ impl Processor {
         })
     }
 
-    /// Owner, group and mode of a node: what the rules set, else what the
-    /// kernel asked for, else root and 0600 (0660 when a group is set), as
-    /// udev does.
+    /// Owner, group and mode of a node, as udevd applies them: what the
+    /// rules set, else what the kernel asked for (DEVUID, DEVGID,
+    /// DEVMODE); a group without a mode makes the mode 0660. What neither
+    /// says is left as it is, so an event whose rules skip the node (a
+    /// `bind`, say) does not undo what its `add` set.
     fn permissions(dev: &Device, rules: &uevd_rules::Outcome) -> Permissions {
         let ev = dev.event();
         let uid = rules.uid.or_else(|| ev.get(b"DEVUID").and_then(parse_dec));
@@ -305,12 +322,8 @@ impl Processor {
         let mode = rules
             .mode
             .or_else(|| ev.get(b"DEVMODE").and_then(parse_octal))
-            .unwrap_or(if gid.unwrap_or(0) > 0 { 0o660 } else { 0o600 });
-        Permissions {
-            uid: Some(uid.unwrap_or(0)),
-            gid: Some(gid.unwrap_or(0)),
-            mode: Some(mode),
-        }
+            .or_else(|| gid.filter(|&g| g > 0).map(|_| 0o660));
+        Permissions { uid, gid, mode }
     }
 
     /// Moves the device's links from `old` to `new`: claims what it newly
@@ -369,6 +382,9 @@ impl Processor {
             Ok(r) => r,
             Err(e) => {
                 log::warn!("{e}; the record will be rewritten");
+                // Gone now, so that a removal before any rewrite leaves
+                // nothing stale behind.
+                let _ = self.db.remove(id);
                 None
             }
         }
@@ -477,6 +493,7 @@ impl Processor {
         clock.step("device");
         let (rules, outcome) = self.run_rules(dev, previous.as_ref());
         clock.step("rules");
+        clock.programs(&outcome.programs);
         let mut errors: Vec<String> = outcome.warnings.clone();
         let renamed = self.rename_interface(dev, &outcome, &mut errors);
         let node = Self::node_of(dev);
@@ -488,8 +505,15 @@ impl Processor {
             .map(|p| p.links.clone())
             .unwrap_or_default();
         if let Some(node) = &node {
-            if let Err(e) = self.dev.apply_node(node, Self::permissions(dev, &outcome)) {
-                errors.push(e.to_string());
+            let perms = Self::permissions(dev, &outcome);
+            match self.dev.apply_node(node, perms) {
+                Ok(change) => log::debug!(
+                    "{} {}: node {} {change:?}, {perms:?}",
+                    ev.action(),
+                    dev.devpath_os().to_string_lossy(),
+                    String::from_utf8_lossy(node.name)
+                ),
+                Err(e) => errors.push(e.to_string()),
             }
             clock.step("node");
             if let Err(e) = self.dev.link(&DevDir::devnum_link(node), node.name) {
@@ -590,6 +614,7 @@ impl Processor {
         clock.step("device");
         let (rules, outcome) = self.run_rules(dev, previous.as_ref());
         clock.step("rules");
+        clock.programs(&outcome.programs);
         let mut errors: Vec<String> = outcome.warnings.clone();
         if let Some(w) = &self.watches {
             w.unwatch(dev.devpath());
@@ -625,7 +650,12 @@ impl Processor {
             }
         }
         clock.step("db");
-        let announce = outcome.event_properties.clone();
+        // A removal is announced with the tags and links the device had,
+        // so that clients filtering by tag see it go.
+        let mut announce = outcome.event_properties.clone();
+        if let Some(prev) = &previous {
+            announce.extend(announced_properties(prev));
+        }
         if !outcome.run.is_empty() {
             self.run_programs(&rules, dev, &outcome, &announce, &mut errors);
             clock.step("run");

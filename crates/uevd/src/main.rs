@@ -1,14 +1,21 @@
 //! uevd: a Linux device manager.
 
+mod blame;
+mod builtin_cmd;
 mod control;
 mod daemon;
 mod event;
+mod graph;
+mod info;
 mod links;
 mod log;
+mod modprobe;
 mod monitor;
 mod rules_cmd;
 mod settle;
+mod stats;
 mod trigger;
+mod udevadm;
 mod watch;
 
 use clap::{Parser, Subcommand};
@@ -100,10 +107,35 @@ enum Command {
     Test(rules_cmd::TestOptions),
     /// Check rules files for errors without running them.
     Verify(rules_cmd::VerifyOptions),
+    /// Print what sysfs and the database say about devices, as udevadm
+    /// info does.
+    Info(info::Options),
+    /// Run one builtin on a device and print the properties it would set,
+    /// changing nothing.
+    Builtin(builtin_cmd::Options),
+    /// Draw the boot as an HTML timeline: initcalls, events, programs, modules.
+    Graph(graph::Options),
+    /// Statistics of boot phases over several boots, groups side by side.
+    Stats(stats::Options),
+    /// Where a journal's time went: the slowest events, subsystems, programs and modules.
+    Blame(blame::Options),
+    /// Load or remove kernel modules as kmod's modprobe does, in-process.
+    Modprobe(modprobe::Options),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Scripts that call `udevadm` keep working through a symlink.
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.first().is_some_and(|a| udevadm::invoked_as_udevadm(a)) {
+        args = match udevadm::translate(&args) {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::from(1);
+            }
+        };
+    }
+    let cli = Cli::parse_from(args);
     log::init(Level::Info);
     let result = match cli.command {
         Command::Daemon(o) => daemon::run(&cli.roots, o),
@@ -113,6 +145,12 @@ fn main() -> ExitCode {
         Command::Control(o) => control::run(&cli.roots, o),
         Command::Test(o) => rules_cmd::test(&cli.roots, o),
         Command::Verify(o) => rules_cmd::verify(&cli.roots, o),
+        Command::Info(o) => info::run(&cli.roots, o),
+        Command::Builtin(o) => builtin_cmd::run(&cli.roots, o),
+        Command::Graph(o) => graph::run(o),
+        Command::Stats(o) => stats::run(o),
+        Command::Blame(o) => blame::run(o),
+        Command::Modprobe(o) => modprobe::run(o),
     };
     match result {
         Ok(code) => code,

@@ -920,3 +920,41 @@ fn a_watched_node_written_and_closed_gets_a_change_event() {
     lab.settle(uevd()).unwrap();
     daemon.stop(&lab).unwrap();
 }
+
+#[test]
+fn a_later_event_whose_rules_set_no_mode_keeps_the_mode() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let n = loop_number(3);
+    write_rules(
+        &lab,
+        "50-mode.rules",
+        &format!("ACTION==\"add\", KERNEL==\"loop{n}\", MODE=\"0640\"\n"),
+    );
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    if !loop_device(&lab, "loop-add", n).status.success() {
+        eprintln!("skipped: no loop-control here");
+        return;
+    }
+    lab.settle(uevd()).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let mode = || {
+        std::fs::metadata(lab.dev().join(format!("loop{n}")))
+            .unwrap()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode(), 0o640);
+    // A change event: the rule does not apply, the node keeps its mode
+    // (udevd leaves what no rule and no DEVMODE speaks of).
+    std::fs::write(
+        format!("/sys/devices/virtual/block/loop{n}/uevent"),
+        "change",
+    )
+    .unwrap();
+    lab.settle(uevd()).unwrap();
+    assert_eq!(mode(), 0o640);
+    assert!(loop_device(&lab, "loop-remove", n).status.success());
+    lab.settle(uevd()).unwrap();
+    daemon.stop(&lab).unwrap();
+}

@@ -1,0 +1,454 @@
+//! What net_setup_link asks the kernel, in the network namespace of the
+//! calling thread: an interface's link attributes over rtnetlink
+//! (RTM_GETLINK), its driver and permanent address over the ethtool ioctl,
+//! and the two changes it makes: a MAC address (RTM_SETLINK) and
+//! alternative names (RTM_NEWLINKPROP).
+
+use super::words::HwAddr;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+const NETLINK_ROUTE: libc::c_int = 0;
+const NETLINK_GENERIC: libc::c_int = 16;
+const RTM_NEWLINK: u16 = 16;
+const RTM_GETLINK: u16 = 18;
+const RTM_SETLINK: u16 = 19;
+const RTM_NEWLINKPROP: u16 = 108;
+const NLMSG_ERROR: u16 = 2;
+const NLM_F_REQUEST: u16 = 0x1;
+const NLM_F_ACK: u16 = 0x4;
+const NLM_F_EXCL: u16 = 0x200;
+const NLM_F_CREATE: u16 = 0x400;
+const NLMSG_HDRLEN: usize = 16;
+const IFINFOMSG_LEN: usize = 16;
+const IFLA_ADDRESS: u16 = 1;
+const IFLA_IFNAME: u16 = 3;
+const IFLA_LINKINFO: u16 = 18;
+const IFLA_INFO_KIND: u16 = 1;
+const IFLA_PROP_LIST: u16 = 52;
+const IFLA_ALT_IFNAME: u16 = 53;
+const IFLA_PERM_ADDRESS: u16 = 54;
+const NLA_F_NESTED: u16 = 1 << 15;
+const NLA_TYPE_MASK: u16 = !(NLA_F_NESTED | (1 << 14));
+
+pub(crate) const IFF_UP: u32 = 0x1;
+pub(crate) const IFF_LOOPBACK: u32 = 0x8;
+
+/// The kernel answers at once; this only bounds a wedged socket.
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// An interface as RTM_GETLINK describes it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LinkState {
+    pub ifname: Vec<u8>,
+    pub iftype: u16,
+    pub flags: u32,
+    pub kind: Option<Vec<u8>>,
+    pub address: HwAddr,
+    pub permanent_address: HwAddr,
+    pub altnames: Vec<Vec<u8>>,
+}
+
+fn align4(n: usize) -> usize {
+    (n + 3) & !3
+}
+
+struct Message(Vec<u8>);
+
+impl Message {
+    fn new(kind: u16, flags: u16, ifindex: u32) -> Message {
+        let mut m = Vec::with_capacity(256);
+        m.extend_from_slice(&0u32.to_ne_bytes());
+        m.extend_from_slice(&kind.to_ne_bytes());
+        m.extend_from_slice(&(NLM_F_REQUEST | NLM_F_ACK | flags).to_ne_bytes());
+        m.extend_from_slice(&1u32.to_ne_bytes());
+        m.extend_from_slice(&0u32.to_ne_bytes());
+        // struct ifinfomsg: family, pad, type, index, flags, change.
+        m.extend_from_slice(&[0, 0, 0, 0]);
+        m.extend_from_slice(&(ifindex as i32).to_ne_bytes());
+        m.extend_from_slice(&[0; 8]);
+        Message(m)
+    }
+
+    fn attr(&mut self, kind: u16, payload: &[u8]) -> &mut Self {
+        let len = 4 + payload.len();
+        self.0.extend_from_slice(&(len as u16).to_ne_bytes());
+        self.0.extend_from_slice(&kind.to_ne_bytes());
+        self.0.extend_from_slice(payload);
+        self.0.resize(align4(self.0.len()), 0);
+        self
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        let len = self.0.len() as u32;
+        self.0[..4].copy_from_slice(&len.to_ne_bytes());
+        self.0
+    }
+}
+
+fn cstring(s: &[u8]) -> Vec<u8> {
+    [s, &[0]].concat()
+}
+
+fn last_error() -> io::Error {
+    io::Error::last_os_error()
+}
+
+fn netlink_socket(protocol: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2); the fd is owned right away.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            protocol,
+        )
+    };
+    if fd < 0 {
+        return Err(last_error());
+    }
+    // SAFETY: fd was just created and is ours.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: sockaddr_nl is plain data; zero means "kernel picks a port".
+    let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    addr.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+    // SAFETY: addr is a valid sockaddr_nl of the size passed.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_nl).cast(),
+            std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(last_error());
+    }
+    let tv = libc::timeval {
+        tv_sec: TIMEOUT.as_secs() as libc::time_t,
+        tv_usec: 0,
+    };
+    // SAFETY: tv is a valid timeval of the size passed.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(last_error());
+    }
+    Ok(fd)
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_ne_bytes([b[at], b[at + 1]])
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_ne_bytes(b[at..at + 4].try_into().unwrap())
+}
+
+/// Sends one request and returns the RTM_NEWLINK it brought back (empty
+/// for a plain acknowledgement).
+fn call(request: Vec<u8>) -> io::Result<Vec<u8>> {
+    let fd = netlink_socket(NETLINK_ROUTE)?;
+    // SAFETY: sockaddr_nl is plain data; all zeros is the kernel.
+    let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+    loop {
+        // SAFETY: request and kernel are valid for the lengths passed.
+        let r = unsafe {
+            libc::sendto(
+                fd.as_raw_fd(),
+                request.as_ptr().cast(),
+                request.len(),
+                0,
+                (&kernel as *const libc::sockaddr_nl).cast(),
+                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+            )
+        };
+        if r >= 0 {
+            break;
+        }
+        let e = last_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut reply = Vec::new();
+    loop {
+        // SAFETY: sockaddr_nl is plain data for recvfrom to fill in.
+        let mut from: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        let mut from_len = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
+        // SAFETY: buf and from are valid for the lengths passed.
+        let n = unsafe {
+            libc::recvfrom(
+                fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_TRUNC,
+                (&mut from as *mut libc::sockaddr_nl).cast(),
+                &mut from_len,
+            )
+        };
+        if n < 0 {
+            let e = last_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => return Err(io::ErrorKind::TimedOut.into()),
+                _ => return Err(e),
+            }
+        }
+        let n = n as usize;
+        if n > buf.len() {
+            return Err(io::Error::other("rtnetlink reply truncated"));
+        }
+        // Any process may send to our port; only the kernel's word counts.
+        if from.nl_pid != 0 {
+            continue;
+        }
+        let mut msgs = &buf[..n];
+        while msgs.len() >= NLMSG_HDRLEN {
+            let len = u32_at(msgs, 0) as usize;
+            if len < NLMSG_HDRLEN || len > msgs.len() {
+                break;
+            }
+            let kind = u16_at(msgs, 4);
+            let seq = u32_at(msgs, 8);
+            if seq == 1 {
+                match kind {
+                    NLMSG_ERROR if len >= NLMSG_HDRLEN + 4 => {
+                        let code = u32_at(msgs, NLMSG_HDRLEN) as i32;
+                        return if code == 0 {
+                            Ok(reply)
+                        } else {
+                            Err(io::Error::from_raw_os_error(-code))
+                        };
+                    }
+                    RTM_NEWLINK => reply = msgs[..len].to_vec(),
+                    _ => {}
+                }
+            }
+            msgs = &msgs[align4(len).min(msgs.len())..];
+        }
+    }
+}
+
+/// The attributes in `b`, as (type without flags, payload).
+fn attrs(mut b: &[u8]) -> Vec<(u16, &[u8])> {
+    let mut out = Vec::new();
+    while b.len() >= 4 {
+        let len = u16_at(b, 0) as usize;
+        if len < 4 || len > b.len() {
+            break;
+        }
+        out.push((u16_at(b, 2) & NLA_TYPE_MASK, &b[4..len]));
+        b = &b[align4(len).min(b.len())..];
+    }
+    out
+}
+
+fn c_string(b: &[u8]) -> Vec<u8> {
+    crate::text::c_str(b).to_vec()
+}
+
+/// The interface with that index. ENODEV when there is none.
+pub(crate) fn get_link(ifindex: u32) -> io::Result<LinkState> {
+    // RTM_GETLINK with NLM_F_ACK answers with the link, then an ack.
+    let reply = match call(Message::new(RTM_GETLINK, 0, ifindex).finish()) {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            return Err(io::Error::from_raw_os_error(libc::ENODEV))
+        }
+        r => r?,
+    };
+    if reply.len() < NLMSG_HDRLEN + IFINFOMSG_LEN {
+        return Err(io::Error::from_raw_os_error(libc::ENODEV));
+    }
+    let info = &reply[NLMSG_HDRLEN..];
+    let mut link = LinkState {
+        iftype: u16_at(info, 2),
+        flags: u32_at(info, 8),
+        ..LinkState::default()
+    };
+    for (kind, payload) in attrs(&info[IFINFOMSG_LEN..]) {
+        match kind {
+            IFLA_IFNAME => link.ifname = c_string(payload),
+            IFLA_ADDRESS => link.address = HwAddr(payload.to_vec()),
+            IFLA_PERM_ADDRESS => link.permanent_address = HwAddr(payload.to_vec()),
+            IFLA_LINKINFO => {
+                for (k, v) in attrs(payload) {
+                    if k == IFLA_INFO_KIND {
+                        link.kind = Some(c_string(v));
+                    }
+                }
+            }
+            IFLA_PROP_LIST => {
+                for (k, v) in attrs(payload) {
+                    if k == IFLA_ALT_IFNAME {
+                        link.altnames.push(c_string(v));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(link)
+}
+
+/// Sets the interface's hardware address.
+pub(crate) fn set_address(ifindex: u32, address: &HwAddr) -> io::Result<()> {
+    let mut m = Message::new(RTM_SETLINK, 0, ifindex);
+    m.attr(IFLA_ADDRESS, &address.0);
+    call(m.finish()).map(drop)
+}
+
+/// Adds alternative names to the interface.
+pub(crate) fn add_altnames(ifindex: u32, names: &[Vec<u8>]) -> io::Result<()> {
+    let mut list = Message(Vec::new());
+    for n in names {
+        list.attr(IFLA_ALT_IFNAME, &cstring(n));
+    }
+    let mut m = Message::new(RTM_NEWLINKPROP, NLM_F_EXCL | NLM_F_CREATE, ifindex);
+    m.attr(IFLA_PROP_LIST | NLA_F_NESTED, &list.0);
+    call(m.finish()).map(drop)
+}
+
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_GDRVINFO: u32 = 0x3;
+const ETHTOOL_GPERMADDR: u32 = 0x20;
+
+#[repr(C)]
+struct IfReq {
+    name: [u8; 16],
+    data: *mut libc::c_void,
+    _rest: [u8; 16],
+}
+
+#[repr(C)]
+struct DrvInfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+#[repr(C)]
+struct PermAddr {
+    cmd: u32,
+    size: u32,
+    data: [u8; HwAddr::MAX_LEN],
+}
+
+/// A socket to aim ioctls at; any family will do, the kernel routes
+/// SIOCETHTOOL by interface name.
+fn ioctl_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2).
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd >= 0 {
+        // SAFETY: fd was just created and is ours.
+        return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
+    }
+    netlink_socket(NETLINK_GENERIC)
+}
+
+fn ethtool(ifname: &[u8], data: *mut libc::c_void) -> io::Result<()> {
+    let fd = ioctl_socket()?;
+    let mut req = IfReq {
+        name: [0; 16],
+        data,
+        _rest: [0; 16],
+    };
+    let n = ifname.len().min(15);
+    req.name[..n].copy_from_slice(&ifname[..n]);
+    // SAFETY: req is a valid ifreq whose data points at the command
+    // structure the caller owns for the duration of the call.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL as _, &mut req as *mut IfReq) };
+    if r < 0 {
+        return Err(last_error());
+    }
+    Ok(())
+}
+
+/// The driver's name as ethtool reports it (not always the module name).
+pub(crate) fn driver(ifname: &[u8]) -> io::Result<Vec<u8>> {
+    // SAFETY: DrvInfo is plain data.
+    let mut info: DrvInfo = unsafe { std::mem::zeroed() };
+    info.cmd = ETHTOOL_GDRVINFO;
+    ethtool(ifname, (&mut info as *mut DrvInfo).cast())?;
+    let d = c_string(&info.driver);
+    if d.is_empty() {
+        return Err(io::Error::from_raw_os_error(libc::ENODATA));
+    }
+    Ok(d)
+}
+
+/// The address the hardware came with, for kernels that do not put it in
+/// RTM_NEWLINK.
+pub(crate) fn permanent_address(ifname: &[u8]) -> io::Result<HwAddr> {
+    let mut pa = PermAddr {
+        cmd: ETHTOOL_GPERMADDR,
+        size: HwAddr::MAX_LEN as u32,
+        data: [0; HwAddr::MAX_LEN],
+    };
+    ethtool(ifname, (&mut pa as *mut PermAddr).cast())?;
+    match pa.size as usize {
+        0 => Err(io::Error::from_raw_os_error(libc::ENODATA)),
+        n if n > HwAddr::MAX_LEN => Err(io::Error::from_raw_os_error(libc::EINVAL)),
+        n => Ok(HwAddr(pa.data[..n].to_vec())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_is_described() {
+        // Index 1 is the loopback interface in every network namespace.
+        let lo = match get_link(1) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("skipped: no rtnetlink here: {e}");
+                return;
+            }
+        };
+        assert_eq!(lo.ifname, b"lo");
+        assert_eq!(lo.iftype, 772);
+        assert_ne!(lo.flags & IFF_LOOPBACK, 0);
+        assert_eq!(lo.address, HwAddr(vec![0; 6]));
+        assert!(driver(b"lo").is_err());
+        assert_eq!(
+            get_link(0x7fff_fff0).unwrap_err().raw_os_error(),
+            Some(libc::ENODEV)
+        );
+    }
+
+    #[test]
+    fn messages_are_laid_out_for_the_kernel() {
+        let mut m = Message::new(RTM_SETLINK, 0, 7);
+        m.attr(IFLA_ADDRESS, &[1, 2, 3, 4, 5, 6]);
+        let b = m.finish();
+        assert_eq!(b.len(), 16 + 16 + 12);
+        assert_eq!(u32_at(&b, 0) as usize, b.len());
+        assert_eq!(u16_at(&b, 4), RTM_SETLINK);
+        assert_eq!(u32_at(&b, 20), 7);
+        assert_eq!(
+            attrs(&b[32..]),
+            vec![(IFLA_ADDRESS, &[1u8, 2, 3, 4, 5, 6][..])]
+        );
+        assert_eq!(std::mem::size_of::<IfReq>(), 40);
+        assert_eq!(std::mem::size_of::<DrvInfo>(), 196);
+    }
+}

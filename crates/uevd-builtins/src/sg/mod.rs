@@ -1,0 +1,589 @@
+//! What udev's helper programs need from a device node: SCSI commands
+//! through `SG_IO` (the sg v3 header, and the bsg v4 one), and the few
+//! plain ioctls (`HDIO_GET_IDENTITY`, the CD-ROM ones).
+//!
+//! The emulations talk to a [`Node`] rather than to a file descriptor so
+//! that their logic can run against scripted devices (see `script`), which
+//! is how truncated, contradictory or hostile replies get exercised.
+//!
+//! Every request is issued with the same fields (timeouts, flags, buffer
+//! sizes) as the program it stands in for: a device that behaves
+//! differently depending on them must answer both the same way.
+
+pub(crate) mod getopt;
+#[cfg(test)]
+#[allow(dead_code)]
+pub(crate) mod script;
+
+use crate::Failure;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+pub(crate) const SG_IO: u32 = 0x2285;
+pub(crate) const HDIO_GET_IDENTITY: u32 = 0x030d;
+pub(crate) const CDROM_GET_CAPABILITY: u32 = 0x5331;
+pub(crate) const CDROM_DRIVE_STATUS: u32 = 0x5326;
+pub(crate) const CDROM_CLEAR_OPTIONS: u32 = 0x5321;
+pub(crate) const CDROM_LOCKDOOR: u32 = 0x5329;
+
+const SG_DXFER_NONE: i32 = -1;
+const SG_DXFER_FROM_DEV: i32 = -3;
+const BSG_PROTOCOL_SCSI: u32 = 0;
+const BSG_SUB_PROTOCOL_SCSI_CMD: u32 = 0;
+
+/// One sg v3 (`struct sg_io_hdr`) command: what goes in, and what the
+/// kernel reported back.
+pub(crate) struct V3<'a> {
+    pub cdb: &'a [u8],
+    /// None: no data phase (`SG_DXFER_NONE`).
+    pub data: Option<&'a mut [u8]>,
+    /// Its length is `mx_sb_len`.
+    pub sense: &'a mut [u8],
+    pub timeout: u32,
+    pub flags: u32,
+    pub status: u8,
+    pub masked_status: u8,
+    pub msg_status: u8,
+    pub sb_len_wr: u8,
+    pub host_status: u16,
+    pub driver_status: u16,
+    pub resid: i32,
+    pub info: u32,
+}
+
+impl<'a> V3<'a> {
+    pub fn new(cdb: &'a [u8], data: Option<&'a mut [u8]>, sense: &'a mut [u8]) -> V3<'a> {
+        V3 {
+            cdb,
+            data,
+            sense,
+            timeout: 0,
+            flags: 0,
+            status: 0,
+            masked_status: 0,
+            msg_status: 0,
+            sb_len_wr: 0,
+            host_status: 0,
+            driver_status: 0,
+            resid: 0,
+            info: 0,
+        }
+    }
+
+    /// Bytes the device actually returned, as far as the kernel knows.
+    pub fn transferred(&self) -> usize {
+        let len = self.data.as_ref().map_or(0, |d| d.len());
+        transferred(len, self.resid)
+    }
+}
+
+/// One bsg v4 (`struct sg_io_v4`) command with a data-in phase.
+pub(crate) struct V4<'a> {
+    pub cdb: &'a [u8],
+    pub din: &'a mut [u8],
+    /// Its length is `max_response_len`.
+    pub response: &'a mut [u8],
+    pub timeout: u32,
+    pub device_status: u32,
+    pub transport_status: u32,
+    pub driver_status: u32,
+    pub response_len: u32,
+    pub din_resid: i32,
+    pub info: u32,
+}
+
+impl<'a> V4<'a> {
+    pub fn new(cdb: &'a [u8], din: &'a mut [u8], response: &'a mut [u8]) -> V4<'a> {
+        V4 {
+            cdb,
+            din,
+            response,
+            timeout: 0,
+            device_status: 0,
+            transport_status: 0,
+            driver_status: 0,
+            response_len: 0,
+            din_resid: 0,
+            info: 0,
+        }
+    }
+
+    pub fn transferred(&self) -> usize {
+        transferred(self.din.len(), self.din_resid)
+    }
+}
+
+fn transferred(len: usize, resid: i32) -> usize {
+    match usize::try_from(resid) {
+        Ok(r) => len.saturating_sub(r),
+        Err(_) => len,
+    }
+}
+
+/// An open device node.
+pub(crate) trait Node {
+    fn sg_v3(&mut self, io: &mut V3<'_>) -> io::Result<()>;
+    fn sg_v4(&mut self, io: &mut V4<'_>) -> io::Result<()>;
+    /// An ioctl whose argument is a number; returns the ioctl's value.
+    fn ioctl_int(&mut self, request: u32, arg: u64) -> io::Result<i32>;
+    /// An ioctl that fills `buf` (its whole size is the kernel's struct).
+    fn ioctl_buf(&mut self, request: u32, buf: &mut [u8]) -> io::Result<i32>;
+}
+
+/// Opens device nodes the way the programs do.
+pub(crate) trait Open {
+    fn open(&self, path: &[u8]) -> io::Result<Box<dyn Node>>;
+}
+
+/// The real thing: `open(path, O_RDONLY|O_NONBLOCK|O_CLOEXEC|O_NOCTTY)`.
+pub(crate) struct System;
+
+impl Open for System {
+    fn open(&self, path: &[u8]) -> io::Result<Box<dyn Node>> {
+        let path = CString::new(crate::text::c_str(path))?;
+        // SAFETY: `path` is a valid NUL-terminated string for the call.
+        let fd = unsafe {
+            libc::open(
+                path.as_ptr(),
+                libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened and is owned by nobody else.
+        Ok(Box::new(FdNode(unsafe { OwnedFd::from_raw_fd(fd) })))
+    }
+}
+
+struct FdNode(OwnedFd);
+
+#[repr(C)]
+struct SgIoHdr {
+    interface_id: libc::c_int,
+    dxfer_direction: libc::c_int,
+    cmd_len: libc::c_uchar,
+    mx_sb_len: libc::c_uchar,
+    iovec_count: libc::c_ushort,
+    dxfer_len: libc::c_uint,
+    dxferp: *mut libc::c_void,
+    cmdp: *const libc::c_uchar,
+    sbp: *mut libc::c_uchar,
+    timeout: libc::c_uint,
+    flags: libc::c_uint,
+    pack_id: libc::c_int,
+    usr_ptr: *mut libc::c_void,
+    status: libc::c_uchar,
+    masked_status: libc::c_uchar,
+    msg_status: libc::c_uchar,
+    sb_len_wr: libc::c_uchar,
+    host_status: libc::c_ushort,
+    driver_status: libc::c_ushort,
+    resid: libc::c_int,
+    duration: libc::c_uint,
+    info: libc::c_uint,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct SgIoV4 {
+    guard: i32,
+    protocol: u32,
+    subprotocol: u32,
+    request_len: u32,
+    request: u64,
+    request_tag: u64,
+    request_attr: u32,
+    request_priority: u32,
+    request_extra: u32,
+    max_response_len: u32,
+    response: u64,
+    dout_iovec_count: u32,
+    dout_xfer_len: u32,
+    din_iovec_count: u32,
+    din_xfer_len: u32,
+    dout_xferp: u64,
+    din_xferp: u64,
+    timeout: u32,
+    flags: u32,
+    usr_ptr: u64,
+    spare_in: u32,
+    driver_status: u32,
+    transport_status: u32,
+    device_status: u32,
+    retry_delay: u32,
+    info: u32,
+    duration: u32,
+    response_len: u32,
+    din_resid: i32,
+    dout_resid: i32,
+    generated_tag: u64,
+    spare_out: u32,
+    padding: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<SgIoV4>() == 160);
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<SgIoHdr>() == 88);
+
+fn len_u32(n: usize) -> io::Result<u32> {
+    u32::try_from(n).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+impl Node for FdNode {
+    fn sg_v3(&mut self, io: &mut V3<'_>) -> io::Result<()> {
+        let (direction, len, ptr) = match io.data.as_deref_mut() {
+            Some(d) if !d.is_empty() => (SG_DXFER_FROM_DEV, len_u32(d.len())?, d.as_mut_ptr()),
+            _ => (SG_DXFER_NONE, 0, std::ptr::null_mut()),
+        };
+        let mut hdr = SgIoHdr {
+            interface_id: b'S' as libc::c_int,
+            dxfer_direction: direction,
+            cmd_len: u8::try_from(io.cdb.len())
+                .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?,
+            mx_sb_len: u8::try_from(io.sense.len()).unwrap_or(u8::MAX),
+            iovec_count: 0,
+            dxfer_len: len,
+            dxferp: ptr.cast(),
+            cmdp: io.cdb.as_ptr(),
+            sbp: io.sense.as_mut_ptr(),
+            timeout: io.timeout,
+            flags: io.flags,
+            pack_id: 0,
+            usr_ptr: std::ptr::null_mut(),
+            status: 0,
+            masked_status: 0,
+            msg_status: 0,
+            sb_len_wr: 0,
+            host_status: 0,
+            driver_status: 0,
+            resid: 0,
+            duration: 0,
+            info: 0,
+        };
+        // SAFETY: every pointer in `hdr` refers to a live buffer of the
+        // length given next to it, borrowed mutably for the call.
+        let r = unsafe { libc::ioctl(self.0.as_raw_fd(), SG_IO as _, &mut hdr as *mut SgIoHdr) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        io.status = hdr.status;
+        io.masked_status = hdr.masked_status;
+        io.msg_status = hdr.msg_status;
+        io.sb_len_wr = hdr.sb_len_wr;
+        io.host_status = hdr.host_status;
+        io.driver_status = hdr.driver_status;
+        io.resid = hdr.resid;
+        io.info = hdr.info;
+        Ok(())
+    }
+
+    fn sg_v4(&mut self, io: &mut V4<'_>) -> io::Result<()> {
+        let mut hdr = SgIoV4 {
+            guard: b'Q' as i32,
+            protocol: BSG_PROTOCOL_SCSI,
+            subprotocol: BSG_SUB_PROTOCOL_SCSI_CMD,
+            request_len: len_u32(io.cdb.len())?,
+            request: io.cdb.as_ptr() as u64,
+            max_response_len: len_u32(io.response.len())?,
+            response: io.response.as_mut_ptr() as u64,
+            din_xfer_len: len_u32(io.din.len())?,
+            din_xferp: io.din.as_mut_ptr() as u64,
+            timeout: io.timeout,
+            ..SgIoV4::default()
+        };
+        // SAFETY: as for sg_v3; the addresses are carried as integers, as
+        // the v4 header defines them.
+        let r = unsafe { libc::ioctl(self.0.as_raw_fd(), SG_IO as _, &mut hdr as *mut SgIoV4) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        io.device_status = hdr.device_status;
+        io.transport_status = hdr.transport_status;
+        io.driver_status = hdr.driver_status;
+        io.response_len = hdr.response_len;
+        io.din_resid = hdr.din_resid;
+        io.info = hdr.info;
+        Ok(())
+    }
+
+    fn ioctl_int(&mut self, request: u32, arg: u64) -> io::Result<i32> {
+        // SAFETY: the requests passed here take an integer argument.
+        let r = unsafe { libc::ioctl(self.0.as_raw_fd(), request as _, arg as libc::c_ulong) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(r)
+    }
+
+    fn ioctl_buf(&mut self, request: u32, buf: &mut [u8]) -> io::Result<i32> {
+        // SAFETY: the caller sizes `buf` to the struct the request fills.
+        let r = unsafe { libc::ioctl(self.0.as_raw_fd(), request as _, buf.as_mut_ptr()) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(r)
+    }
+}
+
+/// How an emulation ends when it does not produce properties.
+#[derive(Debug)]
+pub(crate) enum Stop {
+    /// The emulation cannot tell what the program would do: run it.
+    Defer(String),
+    /// The program would exit with this (non-zero) status and print nothing
+    /// worth importing.
+    Exit(i32, String),
+}
+
+impl Stop {
+    pub fn into_failure(self, program: &str) -> Failure {
+        match self {
+            Stop::Defer(why) => Failure::NotApplicable(format!("{program}: {why}")),
+            Stop::Exit(code, why) => {
+                Failure::Error(format!("{program} would exit with status {code}: {why}"))
+            }
+        }
+    }
+}
+
+/// An ioctl refused for lack of privilege says nothing about the device:
+/// the program, run with its own credentials, may fare differently.
+pub(crate) fn defer_if_denied(e: &io::Error) -> Result<(), Stop> {
+    match e.raw_os_error() {
+        Some(libc::EPERM | libc::EACCES) => Err(Stop::Defer(format!("ioctl not permitted: {e}"))),
+        _ => Ok(()),
+    }
+}
+
+/// A fixed-size C buffer whose bytes past what the device returned are
+/// unknown (stack garbage in the program): reading one means the program's
+/// behaviour cannot be predicted.
+pub(crate) struct Known<'a> {
+    pub buf: &'a [u8],
+    pub valid: usize,
+    pub what: &'static str,
+}
+
+impl Known<'_> {
+    pub fn at(&self, i: usize) -> Result<u8, Stop> {
+        if i < self.valid.min(self.buf.len()) {
+            Ok(self.buf[i])
+        } else {
+            Err(Stop::Defer(format!(
+                "{} read at byte {i}, past the {} the device returned",
+                self.what, self.valid
+            )))
+        }
+    }
+
+    pub fn be16(&self, i: usize) -> Result<u16, Stop> {
+        Ok(u16::from_be_bytes([self.at(i)?, self.at(i + 1)?]))
+    }
+
+    pub fn be32(&self, i: usize) -> Result<u32, Stop> {
+        Ok(u32::from_be_bytes([
+            self.at(i)?,
+            self.at(i + 1)?,
+            self.at(i + 2)?,
+            self.at(i + 3)?,
+        ]))
+    }
+}
+
+/// C's `strlen` within a buffer; None if it has no NUL.
+pub(crate) fn strlen(buf: &[u8]) -> Option<usize> {
+    buf.iter().position(|&c| c == 0)
+}
+
+/// C's `strncmp(a, b, n) == 0` where both are within their buffers (a
+/// missing byte reads as NUL).
+pub(crate) fn strneq(a: &[u8], b: &[u8], n: usize) -> bool {
+    for i in 0..n {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        if x != y {
+            return false;
+        }
+        if x == 0 {
+            return true;
+        }
+    }
+    true
+}
+
+/// A property value as `printf("%s\n")` would write it must stay on its
+/// line: a value with a newline would make the program's output parse into
+/// something else.
+pub(crate) fn one_line(key: &str, value: &[u8]) -> Result<(), Stop> {
+    if value.contains(&b'\n') {
+        return Err(Stop::Defer(format!("{key} holds a newline")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod mock {
+    //! A scripted device standing in for the kernel, with the semantics
+    //! of the LD_PRELOAD responder the differential tests use.
+
+    use super::script::{Kind, Script};
+    use super::*;
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    use std::rc::Rc;
+
+    /// Paths to scripts; every request is appended to `log`.
+    #[derive(Default, Clone)]
+    pub struct Devices {
+        pub nodes: HashMap<Vec<u8>, Script>,
+        pub log: Rc<RefCell<Vec<String>>>,
+    }
+
+    impl Open for Devices {
+        fn open(&self, path: &[u8]) -> io::Result<Box<dyn Node>> {
+            match self.nodes.get(path) {
+                Some(s) => Ok(Box::new(Scripted {
+                    script: s.clone(),
+                    log: self.log.clone(),
+                })),
+                None => Err(io::Error::from_raw_os_error(libc::ENOENT)),
+            }
+        }
+    }
+
+    struct Scripted {
+        script: Script,
+        log: Rc<RefCell<Vec<String>>>,
+    }
+
+    fn err(errno: i32) -> io::Result<()> {
+        Err(io::Error::from_raw_os_error(errno))
+    }
+
+    impl Node for Scripted {
+        fn sg_v3(&mut self, io: &mut V3<'_>) -> io::Result<()> {
+            let len = io.data.as_ref().map_or(0, |d| d.len());
+            self.log.borrow_mut().push(script::log_v3(
+                io.cdb,
+                len,
+                io.data.is_some() && len > 0,
+                io.timeout,
+                io.flags,
+                io.sense.len(),
+            ));
+            let Some(r) = self.script.find(Kind::V3, io.cdb, 0) else {
+                return err(libc::ENOTTY);
+            };
+            if r.errno != 0 {
+                return err(r.errno);
+            }
+            let n = r.data.len().min(len);
+            if let Some(d) = io.data.as_deref_mut() {
+                d[..n].copy_from_slice(&r.data[..n]);
+            }
+            let s = r.sense.len().min(io.sense.len());
+            io.sense[..s].copy_from_slice(&r.sense[..s]);
+            io.status = r.status as u8;
+            io.masked_status = (r.status as u8 >> 1) & 0x7f;
+            io.msg_status = 0;
+            io.sb_len_wr = s as u8;
+            io.host_status = r.host as u16;
+            io.driver_status = r.driver as u16;
+            io.resid = r.resid.unwrap_or((len - n) as i32);
+            io.info = u32::from(r.status != 0 || r.host != 0 || r.driver != 0);
+            Ok(())
+        }
+
+        fn sg_v4(&mut self, io: &mut V4<'_>) -> io::Result<()> {
+            let len = io.din.len();
+            self.log
+                .borrow_mut()
+                .push(script::log_v4(io.cdb, len, io.timeout, io.response.len()));
+            let Some(r) = self.script.find(Kind::V4, io.cdb, 0) else {
+                return err(libc::ENOTTY);
+            };
+            if r.errno != 0 {
+                return err(r.errno);
+            }
+            let n = r.data.len().min(len);
+            io.din[..n].copy_from_slice(&r.data[..n]);
+            let s = r.sense.len().min(io.response.len());
+            io.response[..s].copy_from_slice(&r.sense[..s]);
+            io.device_status = r.status;
+            io.transport_status = r.host;
+            io.driver_status = r.driver;
+            io.response_len = s as u32;
+            io.din_resid = r.resid.unwrap_or((len - n) as i32);
+            io.info = u32::from(r.status != 0 || r.host != 0 || r.driver != 0);
+            Ok(())
+        }
+
+        fn ioctl_int(&mut self, request: u32, arg: u64) -> io::Result<i32> {
+            self.log
+                .borrow_mut()
+                .push(script::log_ioctl(request, Some(arg)));
+            let Some(r) = self.script.find(Kind::Ioctl, &[], request) else {
+                return Err(io::Error::from_raw_os_error(libc::ENOTTY));
+            };
+            if r.errno != 0 {
+                return Err(io::Error::from_raw_os_error(r.errno));
+            }
+            Ok(r.ret)
+        }
+
+        fn ioctl_buf(&mut self, request: u32, buf: &mut [u8]) -> io::Result<i32> {
+            self.log.borrow_mut().push(script::log_ioctl(request, None));
+            let Some(r) = self.script.find(Kind::Ioctl, &[], request) else {
+                return Err(io::Error::from_raw_os_error(libc::ENOTTY));
+            };
+            if r.errno != 0 {
+                return Err(io::Error::from_raw_os_error(r.errno));
+            }
+            let n = r.data.len().min(buf.len());
+            buf[..n].copy_from_slice(&r.data[..n]);
+            Ok(r.ret)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_are_found_by_file_name() {
+        for name in ["scsi_id", "ata_id", "cdrom_id"] {
+            assert_eq!(crate::find_program(name.as_bytes()).unwrap().name(), name);
+            let path = format!("/usr/lib/udev/{name}");
+            assert_eq!(crate::find_program(path.as_bytes()).unwrap().name(), name);
+        }
+        assert!(crate::find_program(b"scsi_id.sh").is_none());
+        assert!(crate::find_program(b"usb_id").is_none());
+        assert!(crate::find_program(b"").is_none());
+        assert!(crate::find("scsi_id".as_bytes()).is_none());
+    }
+
+    #[test]
+    fn known_buffers_refuse_bytes_never_returned() {
+        let buf = [1u8, 2, 3, 4];
+        let k = Known {
+            buf: &buf,
+            valid: 3,
+            what: "t",
+        };
+        assert_eq!(k.be16(1).ok(), Some(0x0203));
+        assert!(k.at(3).is_err());
+        assert!(k.be32(0).is_err());
+        let k = Known {
+            buf: &buf,
+            valid: 99,
+            what: "t",
+        };
+        assert!(k.at(4).is_err());
+        assert_eq!(transferred(10, 4), 6);
+        assert_eq!(transferred(10, 40), 0);
+        assert_eq!(transferred(10, -3), 10);
+    }
+}

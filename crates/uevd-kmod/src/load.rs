@@ -1,0 +1,374 @@
+//! The loader every event shares.
+//!
+//! Each request resolves its names in the caller's thread and walks the
+//! probe list in order, so a module goes in only after its dependencies.
+//! Each module has a slot; the first thread to reach a module that is not
+//! loaded claims the slot and inserts it, and any other thread needing the
+//! same module meanwhile sleeps on the slot's condition variable until that
+//! insertion ends and takes its result. A thread holds at most one claim
+//! and never waits while holding one, so two requests can never wait on
+//! each other. Modules nobody else needs load in parallel, one per caller.
+//!
+//! The decisions are udev's (systemd's module_load_and_warn): a module
+//! built in or live in sysfs is left alone, a blacklisted requested module
+//! is skipped however it was named (kmod's KMOD_PROBE_APPLY_BLACKLIST),
+//! dependencies that are loaded already are passed over, a failed soft
+//! dependency does not stop the load, and "already loaded" from the kernel
+//! counts as success.
+
+use crate::backend::{Backend, InitState, KernelBackend};
+use crate::error::{libc_errno, Error};
+use crate::resolve::{run_step, Module, Resolver, ResolverOptions, Step};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
+
+/// What became of one module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Inserted now.
+    Inserted,
+    /// Its install command ran (successfully).
+    Installed,
+    /// It was live already (or the kernel said so).
+    AlreadyLoaded,
+    /// Built into the kernel.
+    Builtin,
+    /// Skipped: blacklisted.
+    Blacklisted,
+}
+
+/// One module a request resolved to, and how its load went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModuleResult {
+    pub module: String,
+    pub result: Result<Outcome, Error>,
+}
+
+/// The result of one requested name or alias.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadResult {
+    pub request: String,
+    /// Every module the name resolved to (an alias may match several).
+    pub modules: Vec<ModuleResult>,
+    /// Set when the name resolved to nothing or could not be looked up.
+    pub error: Option<Error>,
+}
+
+impl LoadResult {
+    /// The name resolved and nothing failed.
+    pub fn is_ok(&self) -> bool {
+        self.error.is_none() && self.modules.iter().all(|m| m.result.is_ok())
+    }
+}
+
+/// One insertion (or install command), for the daemon's timeline.
+#[derive(Debug)]
+pub struct LoadRecord<'a> {
+    pub module: &'a str,
+    /// CLOCK_BOOTTIME, nanoseconds.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub result: &'a Result<Outcome, Error>,
+}
+
+type Observer = Arc<dyn Fn(&LoadRecord<'_>) + Send + Sync>;
+
+#[derive(Default)]
+struct SlotState {
+    loading: bool,
+    /// Counts finished loads, so a waiter knows its load has ended even
+    /// if another has begun since.
+    generation: u64,
+    last: Option<Result<Outcome, Error>>,
+}
+
+#[derive(Default)]
+struct Slot {
+    state: Mutex<SlotState>,
+    done: Condvar,
+}
+
+/// Loads modules for any number of threads at once. Send + Sync.
+pub struct Loader {
+    resolver: Resolver,
+    backend: Box<dyn Backend>,
+    slots: Mutex<HashMap<String, Arc<Slot>>>,
+    observer: RwLock<Option<Observer>>,
+}
+
+impl std::fmt::Debug for Loader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loader")
+            .field("dir", &self.resolver.dirname())
+            .finish()
+    }
+}
+
+/// CLOCK_BOOTTIME in nanoseconds.
+pub fn boottime_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+impl Loader {
+    pub fn new(resolver: Resolver, backend: Box<dyn Backend>) -> Loader {
+        Loader {
+            resolver,
+            backend,
+            slots: Mutex::new(HashMap::new()),
+            observer: RwLock::new(None),
+        }
+    }
+
+    pub fn resolver(&self) -> &Resolver {
+        &self.resolver
+    }
+
+    /// Called after every insertion attempt (not for modules found loaded).
+    pub fn set_observer(&self, f: Box<dyn Fn(&LoadRecord<'_>) + Send + Sync>) {
+        *self.observer.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::from(f));
+    }
+
+    /// Loads each name or alias with its dependencies; one result per name,
+    /// in order.
+    pub fn load(&self, names_or_aliases: &[&str]) -> Vec<LoadResult> {
+        names_or_aliases.iter().map(|n| self.load_one(n)).collect()
+    }
+
+    fn load_one(&self, name: &str) -> LoadResult {
+        let list = match self.resolver.lookup(name) {
+            Ok(l) if l.is_empty() => {
+                return LoadResult {
+                    request: name.to_owned(),
+                    modules: Vec::new(),
+                    error: Some(Error::NotFound {
+                        name: name.to_owned(),
+                    }),
+                }
+            }
+            Ok(l) => l,
+            Err(e) => {
+                return LoadResult {
+                    request: name.to_owned(),
+                    modules: Vec::new(),
+                    error: Some(e),
+                }
+            }
+        };
+        let modules = list
+            .iter()
+            .map(|m| ModuleResult {
+                module: m.name.clone(),
+                result: self.load_module(m),
+            })
+            .collect();
+        LoadResult {
+            request: name.to_owned(),
+            modules,
+            error: None,
+        }
+    }
+
+    fn load_module(&self, m: &Module) -> Result<Outcome, Error> {
+        if self.resolver.is_builtin(m)? {
+            return Ok(Outcome::Builtin);
+        }
+        if self.backend.initstate(&m.name) == InitState::Live {
+            return Ok(Outcome::AlreadyLoaded);
+        }
+        if self.resolver.is_blacklisted(m) {
+            return Ok(Outcome::Blacklisted);
+        }
+        let steps = self.resolver.probe_list(m, false, None)?;
+        let mut outcome = Outcome::AlreadyLoaded;
+        for step in &steps {
+            match self.step_once(step) {
+                Ok(o) if step.top => outcome = o,
+                Ok(_) => {}
+                Err(e) if !step.required => {
+                    log::debug!(
+                        "soft dependency {} of {} failed: {e}",
+                        step.module.name,
+                        m.name
+                    );
+                }
+                Err(e) if step.top => return Err(e),
+                Err(e) => {
+                    return Err(Error::Dependency {
+                        module: m.name.clone(),
+                        dependency: step.module.name.clone(),
+                        cause: Box::new(e),
+                    })
+                }
+            }
+        }
+        Ok(outcome)
+    }
+
+    fn slot(&self, name: &str) -> Arc<Slot> {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.entry(name.to_owned()).or_default().clone()
+    }
+
+    fn loaded(&self, step: &Step) -> Result<Option<Outcome>, Error> {
+        if self.resolver.is_builtin(&step.module)? {
+            return Ok(Some(Outcome::Builtin));
+        }
+        if self.backend.initstate(&step.module.name) == InitState::Live {
+            return Ok(Some(Outcome::AlreadyLoaded));
+        }
+        Ok(None)
+    }
+
+    /// Inserts one step's module unless it is in already, sharing the work
+    /// with any thread doing the same module at the same time.
+    fn step_once(&self, step: &Step) -> Result<Outcome, Error> {
+        if let Some(o) = self.loaded(step)? {
+            return Ok(o);
+        }
+        let name = &step.module.name;
+        let slot = self.slot(name);
+        {
+            let mut st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
+            if st.loading {
+                let generation = st.generation;
+                while st.loading && st.generation == generation {
+                    st = slot.done.wait(st).unwrap_or_else(|e| e.into_inner());
+                }
+                return st.last.clone().unwrap_or(Ok(Outcome::AlreadyLoaded));
+            }
+            st.loading = true;
+        }
+        let claim = Claim {
+            loader: self,
+            slot: &slot,
+            released: false,
+        };
+        // Someone may have finished this module between the check above
+        // and the claim.
+        let result = match self.loaded(step) {
+            Ok(Some(o)) => {
+                claim.release(Ok(o));
+                return Ok(o);
+            }
+            Ok(None) => {
+                let start_ns = boottime_ns();
+                let r = match run_step(step, self.backend.as_ref()) {
+                    Ok(()) if step.install.is_some() => Ok(Outcome::Installed),
+                    Ok(()) => Ok(Outcome::Inserted),
+                    Err(e)
+                        if e.errno() == libc_errno::EEXIST && matches!(e, Error::Kernel { .. }) =>
+                    {
+                        Ok(Outcome::AlreadyLoaded)
+                    }
+                    Err(e) => Err(e),
+                };
+                let end_ns = boottime_ns();
+                claim.release(r.clone());
+                let observer = self
+                    .observer
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                if let Some(f) = observer {
+                    f(&LoadRecord {
+                        module: name,
+                        start_ns,
+                        end_ns,
+                        result: &r,
+                    });
+                }
+                r
+            }
+            Err(e) => {
+                claim.release(Err(e.clone()));
+                Err(e)
+            }
+        };
+        result
+    }
+
+    fn release(&self, slot: &Slot, r: Result<Outcome, Error>) {
+        let mut st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.loading = false;
+        st.generation += 1;
+        st.last = Some(r);
+        slot.done.notify_all();
+    }
+}
+
+/// A claimed slot. Released with the result; if the backend panics
+/// instead, released on unwinding, so that waiters wake with an error
+/// rather than sleep forever.
+struct Claim<'a> {
+    loader: &'a Loader,
+    slot: &'a Slot,
+    released: bool,
+}
+
+impl Claim<'_> {
+    fn release(mut self, r: Result<Outcome, Error>) {
+        self.released = true;
+        self.loader.release(self.slot, r);
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if !self.released {
+            self.loader.release(
+                self.slot,
+                Err(Error::Io {
+                    path: "module backend".into(),
+                    message: "panicked while loading".into(),
+                }),
+            );
+        }
+    }
+}
+
+struct Shared {
+    dir: PathBuf,
+    loader: Loader,
+}
+
+static SHARED: OnceLock<Shared> = OnceLock::new();
+static SHARED_INIT: Mutex<()> = Mutex::new(());
+
+/// The process-wide loader for `<root>/lib/modules/<version>` (the running
+/// kernel's when version is None), with the default modprobe.d directories,
+/// /proc/cmdline and /sys. Created on first use; asking again for another
+/// directory is an error.
+pub fn shared(root: &Path, version: Option<&str>) -> Result<&'static Loader, Error> {
+    let opts = ResolverOptions {
+        root: root.to_owned(),
+        version: version.map(str::to_owned),
+        ..ResolverOptions::default()
+    };
+    let dir = opts.module_dir();
+    let check = |s: &'static Shared| {
+        if s.dir == dir {
+            Ok(&s.loader)
+        } else {
+            Err(Error::SharedMismatch {
+                existing: s.dir.clone(),
+                wanted: dir.clone(),
+            })
+        }
+    };
+    if let Some(s) = SHARED.get() {
+        return check(s);
+    }
+    let _init = SHARED_INIT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = SHARED.get() {
+        return check(s);
+    }
+    let resolver = Resolver::new(&opts)?;
+    let loader = Loader::new(resolver, Box::new(KernelBackend::new(Path::new("/sys"))));
+    let _ = SHARED.set(Shared {
+        dir: dir.clone(),
+        loader,
+    });
+    check(SHARED.get().expect("just set"))
+}

@@ -1,0 +1,481 @@
+//! The shared loader with a fake kernel: dependency order, one insertion
+//! per module however many threads ask, parallel loads of unrelated
+//! modules, failures handed to every waiter, udev's blacklist and
+//! built-in rules; and the real syscalls where that is safe.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::Duration;
+use uevd_kmod::{
+    Backend, Error, InitState, KernelBackend, LoadRecord, Loader, Outcome, Resolver,
+    ResolverOptions,
+};
+
+/// A module tree in a temporary directory: `deps` is modules.dep (name:
+/// deps, in depmod's order), `aliases` modules.alias, `builtin` names
+/// modules.builtin. Written as the binary indexes when `bin`, as text
+/// otherwise.
+struct Tree {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+}
+
+fn tree(
+    deps: &[(&str, &[&str])],
+    aliases: &[(&str, &str)],
+    builtin: &[&str],
+    conf: &str,
+    bin: bool,
+) -> Tree {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lib/modules/1.0");
+    std::fs::create_dir_all(dir.join("kernel")).unwrap();
+    let path = |n: &str| format!("kernel/{n}.ko");
+    let mut dep_text = String::new();
+    let mut dep_bin: Vec<(String, String)> = Vec::new();
+    for (n, d) in deps {
+        std::fs::write(dir.join(path(n)), format!("fake module {n}")).unwrap();
+        let line = format!(
+            "{}:{}",
+            path(n),
+            d.iter()
+                .map(|x| format!(" {}", path(x)))
+                .collect::<String>()
+        );
+        dep_text.push_str(&line);
+        dep_text.push('\n');
+        dep_bin.push((n.replace('-', "_"), line));
+    }
+    let alias_text: String = aliases
+        .iter()
+        .map(|(a, m)| format!("alias {a} {m}\n"))
+        .collect();
+    let builtin_text: String = builtin.iter().map(|b| format!("kernel/{b}.ko\n")).collect();
+    if bin {
+        let e: Vec<(&[u8], &[u8], u32)> = dep_bin
+            .iter()
+            .map(|(k, v)| (k.as_bytes(), v.as_bytes(), 0))
+            .collect();
+        std::fs::write(dir.join("modules.dep.bin"), uevd_kmod::index::build(&e)).unwrap();
+        let e: Vec<(&[u8], &[u8], u32)> = aliases
+            .iter()
+            .enumerate()
+            .map(|(i, (a, m))| (a.as_bytes(), m.as_bytes(), i as u32))
+            .collect();
+        std::fs::write(dir.join("modules.alias.bin"), uevd_kmod::index::build(&e)).unwrap();
+        let e: Vec<(&[u8], &[u8], u32)> = builtin
+            .iter()
+            .map(|b| (b.as_bytes(), b.as_bytes(), 0))
+            .collect();
+        std::fs::write(dir.join("modules.builtin.bin"), uevd_kmod::index::build(&e)).unwrap();
+    } else {
+        std::fs::write(dir.join("modules.dep"), dep_text).unwrap();
+        std::fs::write(dir.join("modules.alias"), alias_text).unwrap();
+        std::fs::write(dir.join("modules.builtin"), builtin_text).unwrap();
+    }
+    std::fs::write(tmp.path().join("test.conf"), conf).unwrap();
+    Tree { dir, _tmp: tmp }
+}
+
+fn resolver(t: &Tree) -> Resolver {
+    Resolver::new(&ResolverOptions {
+        dirname: Some(t.dir.clone()),
+        config: Some(vec![t.dir.join("../../../test.conf")]),
+        cmdline: None,
+        ..ResolverOptions::default()
+    })
+    .unwrap()
+}
+
+/// A kernel that takes a while per module and checks what it is given.
+#[derive(Default)]
+struct FakeKernel {
+    /// Module -> the modules that must be live before it goes in.
+    needs: HashMap<String, Vec<String>>,
+    fail: HashSet<String>,
+    delay: Duration,
+    live: Mutex<HashSet<String>>,
+    inserts: Mutex<Vec<(String, String)>>,
+    running: AtomicUsize,
+    max_running: AtomicUsize,
+    order_errors: Mutex<Vec<String>>,
+    installs: Mutex<Vec<String>>,
+}
+
+impl Backend for FakeKernel {
+    fn insert(&self, module: &str, path: &Path, options: &str) -> Result<(), Error> {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_running.fetch_max(now, Ordering::SeqCst);
+        {
+            let live = self.live.lock().unwrap();
+            for d in self.needs.get(module).into_iter().flatten() {
+                if !live.contains(d) {
+                    self.order_errors
+                        .lock()
+                        .unwrap()
+                        .push(format!("{module} before {d}"));
+                }
+            }
+            if live.contains(module) {
+                self.order_errors
+                    .lock()
+                    .unwrap()
+                    .push(format!("{module} inserted twice"));
+            }
+        }
+        let stem = path
+            .file_stem()
+            .unwrap()
+            .to_string_lossy()
+            .replace('-', "_");
+        assert_eq!(stem, module, "{path:?}");
+        self.inserts
+            .lock()
+            .unwrap()
+            .push((module.to_owned(), options.to_owned()));
+        std::thread::sleep(self.delay);
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        if self.fail.contains(module) {
+            return Err(Error::Kernel {
+                module: module.to_owned(),
+                errno: 22,
+            });
+        }
+        self.live.lock().unwrap().insert(module.to_owned());
+        Ok(())
+    }
+
+    fn install(&self, module: &str, command: &str) -> Result<(), Error> {
+        self.installs
+            .lock()
+            .unwrap()
+            .push(format!("{module}: {command}"));
+        self.live.lock().unwrap().insert(module.to_owned());
+        Ok(())
+    }
+
+    fn initstate(&self, module: &str) -> InitState {
+        if self.live.lock().unwrap().contains(module) {
+            InitState::Live
+        } else {
+            InitState::Absent
+        }
+    }
+}
+
+/// Lets a test keep a handle on the fake while the loader owns it.
+struct Shared(Arc<FakeKernel>);
+
+impl Backend for Shared {
+    fn insert(&self, m: &str, p: &Path, o: &str) -> Result<(), Error> {
+        self.0.insert(m, p, o)
+    }
+    fn install(&self, m: &str, c: &str) -> Result<(), Error> {
+        self.0.install(m, c)
+    }
+    fn initstate(&self, m: &str) -> InitState {
+        self.0.initstate(m)
+    }
+}
+
+const DEPS: &[(&str, &[&str])] = &[
+    // modules.dep lists the deepest dependency last.
+    ("a", &["b", "c"]),
+    ("b", &["c"]),
+    ("c", &[]),
+    ("d", &["c"]),
+    ("e", &[]),
+    ("f", &["e"]),
+    ("g", &[]),
+    ("h", &["g"]),
+    ("bad", &[]),
+    ("needs-bad", &["bad"]),
+];
+
+fn needs() -> HashMap<String, Vec<String>> {
+    DEPS.iter()
+        .map(|(m, d)| {
+            (
+                m.replace('-', "_"),
+                d.iter().map(|s| s.to_string()).collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn many_threads_each_module_once_dependencies_first() {
+    for bin in [true, false] {
+        let t = tree(
+            DEPS,
+            &[("pci:v00001234d*", "a"), ("usb:v*p*", "h")],
+            &[],
+            "options a speed=2\n",
+            bin,
+        );
+        let fake = Arc::new(FakeKernel {
+            needs: needs(),
+            delay: Duration::from_millis(30),
+            ..FakeKernel::default()
+        });
+        let loader = Arc::new(Loader::new(resolver(&t), Box::new(Shared(fake.clone()))));
+        let records = Arc::new(Mutex::new(Vec::new()));
+        let r2 = records.clone();
+        loader.set_observer(Box::new(move |r: &LoadRecord<'_>| {
+            assert!(r.start_ns <= r.end_ns);
+            r2.lock()
+                .unwrap()
+                .push((r.module.to_owned(), r.result.clone()));
+        }));
+        let requests: [&[&str]; 6] = [
+            &["a"],
+            &["pci:v00001234d00005678"],
+            &["d", "f"],
+            &["usb:v1p2"],
+            &["f", "b"],
+            &["h", "a", "e"],
+        ];
+        let threads = 24;
+        let barrier = Arc::new(Barrier::new(threads));
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let loader = loader.clone();
+                let barrier = barrier.clone();
+                let req = requests[i % requests.len()];
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    loader.load(req)
+                })
+            })
+            .collect();
+        for h in handles {
+            for r in h.join().unwrap() {
+                assert!(r.is_ok(), "{r:?}");
+            }
+        }
+        assert_eq!(
+            fake.order_errors.lock().unwrap().as_slice(),
+            &[] as &[String]
+        );
+        let inserts = fake.inserts.lock().unwrap();
+        let mut names: Vec<&str> = inserts.iter().map(|(m, _)| m.as_str()).collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["a", "b", "c", "d", "e", "f", "g", "h"],
+            "each module exactly once"
+        );
+        assert!(inserts.contains(&("a".to_owned(), "speed=2 ".to_owned())));
+        // c, e and g have no dependencies: with 24 threads at once some
+        // went in side by side.
+        assert!(
+            fake.max_running.load(Ordering::SeqCst) >= 2,
+            "no parallel insertion"
+        );
+        drop(inserts);
+        assert_eq!(records.lock().unwrap().len(), 8);
+        // Asking again finds everything loaded.
+        let again = loader.load(&["a", "h"]);
+        assert_eq!(again[0].modules[0].result, Ok(Outcome::AlreadyLoaded));
+        assert_eq!(fake.inserts.lock().unwrap().len(), 8);
+    }
+}
+
+#[test]
+fn a_failure_reaches_every_waiter_and_stops_dependents() {
+    let t = tree(DEPS, &[], &[], "", true);
+    let fake = Arc::new(FakeKernel {
+        needs: needs(),
+        fail: ["bad".to_owned()].into(),
+        delay: Duration::from_millis(50),
+        ..FakeKernel::default()
+    });
+    let loader = Arc::new(Loader::new(resolver(&t), Box::new(Shared(fake.clone()))));
+    let barrier = Arc::new(Barrier::new(8));
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let loader = loader.clone();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                loader.load(&[if i % 2 == 0 { "bad" } else { "needs-bad" }])
+            })
+        })
+        .collect();
+    for (i, h) in handles.into_iter().enumerate() {
+        let r = h.join().unwrap();
+        let res = &r[0].modules[0].result;
+        if i % 2 == 0 {
+            assert_eq!(
+                res,
+                &Err(Error::Kernel {
+                    module: "bad".into(),
+                    errno: 22
+                })
+            );
+        } else {
+            match res {
+                Err(Error::Dependency {
+                    module,
+                    dependency,
+                    cause,
+                }) => {
+                    assert_eq!((module.as_str(), dependency.as_str()), ("needs_bad", "bad"));
+                    assert_eq!(cause.errno(), 22);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    let inserts = fake.inserts.lock().unwrap();
+    assert!(
+        inserts.iter().all(|(m, _)| m == "bad"),
+        "needs_bad must not be tried"
+    );
+    // Concurrent requests shared one attempt (sequential retries may add
+    // more, but never two at once).
+    assert!(fake.order_errors.lock().unwrap().is_empty());
+}
+
+#[test]
+fn udev_rules_blacklist_builtin_softdeps_install() {
+    let t = tree(
+        &[
+            ("net", &["core"]),
+            ("core", &[]),
+            ("helper", &[]),
+            ("evil", &[]),
+            ("viacmd", &[]),
+            ("soft-fails", &[]),
+        ],
+        &[("pci:v0001*", "evil"), ("pci:v0002*", "net")],
+        &["ext4"],
+        "blacklist evil\n\
+         softdep net pre: helper post: soft-fails\n\
+         install viacmd /bin/echo $CMDLINE_OPTS\n\
+         options viacmd x=1\n",
+        true,
+    );
+    let fake = Arc::new(FakeKernel {
+        fail: ["soft_fails".to_owned()].into(),
+        ..FakeKernel::default()
+    });
+    let loader = Loader::new(resolver(&t), Box::new(Shared(fake.clone())));
+    let r = loader.load(&[
+        "evil",
+        "pci:v0001d2",
+        "ext4",
+        "pci:v0002d1",
+        "viacmd",
+        "nonexistent",
+    ]);
+    assert_eq!(
+        r[0].modules[0].result,
+        Ok(Outcome::Blacklisted),
+        "by name, as modprobe -b"
+    );
+    assert_eq!(r[1].modules[0].result, Ok(Outcome::Blacklisted));
+    assert_eq!(r[2].modules[0].result, Ok(Outcome::Builtin));
+    assert_eq!(
+        r[3].modules[0].result,
+        Ok(Outcome::Inserted),
+        "a failed soft dependency is ignored"
+    );
+    assert_eq!(r[4].modules[0].result, Ok(Outcome::Installed));
+    assert_eq!(
+        r[5].error,
+        Some(Error::NotFound {
+            name: "nonexistent".into()
+        })
+    );
+    let order: Vec<String> = fake
+        .inserts
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(m, _)| m.clone())
+        .collect();
+    assert_eq!(order, ["core", "helper", "net", "soft_fails"]);
+    assert_eq!(
+        fake.installs.lock().unwrap().as_slice(),
+        ["viacmd: /bin/echo x=1 "]
+    );
+}
+
+#[test]
+fn kernel_backend_reports_refusals() {
+    // Garbage is never a module: every kernel refuses it (ENOEXEC, or
+    // EPERM without privilege, or ENOSYS without module support).
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("garbage.ko");
+    std::fs::write(&f, b"not an ELF file at all").unwrap();
+    let k = KernelBackend::new(Path::new("/sys"));
+    match k.insert("garbage", &f, "") {
+        Err(Error::Kernel { module, errno }) => {
+            assert_eq!(module, "garbage");
+            assert!(errno > 0);
+        }
+        other => panic!("{other:?}"),
+    }
+    let missing = k.insert("missing", &dir.path().join("missing.ko"), "");
+    assert!(matches!(missing, Err(Error::Io { .. })), "{missing:?}");
+}
+
+/// Loads and unloads a small library module of the running kernel that
+/// nothing else uses, when the kernel has modules and we may load them.
+#[test]
+fn real_load_of_a_harmless_module() {
+    let release = uevd_kmod::running_release();
+    let moddir = Path::new("/lib/modules").join(&release);
+    if !Path::new("/proc/modules").exists() || !moddir.join("modules.dep").exists() {
+        eprintln!("no loadable modules on this kernel: skipping");
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("not root: skipping");
+        return;
+    }
+    let r = Resolver::new(&ResolverOptions::default()).unwrap();
+    let k = KernelBackend::new(Path::new("/sys"));
+    let Some(name) = ["crc7", "crc4", "crc8", "crc_itu_t"].into_iter().find(|n| {
+        let m = r.lookup(n).ok().and_then(|l| l.into_iter().next());
+        m.is_some_and(|m| !r.is_builtin(&m).unwrap_or(true)) && k.initstate(n) == InitState::Absent
+    }) else {
+        eprintln!("no unloaded harmless module: skipping");
+        return;
+    };
+    let loader = Loader::new(r, Box::new(KernelBackend::new(Path::new("/sys"))));
+    let res = loader.load(&[name]);
+    assert_eq!(res[0].modules[0].result, Ok(Outcome::Inserted), "{res:?}");
+    assert_eq!(k.initstate(name), InitState::Live);
+    k.remove(name, false).unwrap();
+}
+
+#[test]
+fn loader_and_resolver_are_shareable() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Loader>();
+    send_sync::<Resolver>();
+    send_sync::<uevd_kmod::Index>();
+}
+
+#[test]
+fn the_shared_loader_is_one_per_process() {
+    let t = tree(DEPS, &[], &[], "", true);
+    let root = t.dir.parent().unwrap().parent().unwrap().parent().unwrap();
+    let a = uevd_kmod::shared(root, Some("1.0")).unwrap();
+    let b = uevd_kmod::shared(root, Some("1.0")).unwrap();
+    assert!(std::ptr::eq(a, b));
+    assert!(matches!(
+        uevd_kmod::shared(root, Some("2.0")),
+        Err(Error::SharedMismatch { .. })
+    ));
+    let steps = a
+        .resolver()
+        .probe_list(&a.resolver().lookup("a").unwrap()[0], false, None)
+        .unwrap();
+    let order: Vec<&str> = steps.iter().map(|s| s.module.name.as_str()).collect();
+    assert_eq!(order, ["c", "b", "a"]);
+}

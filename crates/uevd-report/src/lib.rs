@@ -1,0 +1,17 @@
+//! Boot timeline reports: uevd's timeline journal (docs/timeline.md), the
+//! kernel's log and the lab's result files turned into a graph
+//! (`uevd graph`), statistics over boots (`uevd stats`) and a list of where
+//! the time went (`uevd blame`).
+
+pub mod blame;
+pub mod browser;
+pub mod critical;
+pub mod dmesg;
+pub mod graph;
+pub mod journal;
+pub mod run;
+pub mod stats;
+pub mod synth;
+pub mod table;
+
+pub use journal::Journal;

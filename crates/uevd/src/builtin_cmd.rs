@@ -1,0 +1,162 @@
+//! `uevd builtin`: one builtin on one device, as `udevadm test-builtin`
+//! runs it: in test mode, changing nothing, printing the properties it
+//! would set.
+
+use crate::Roots;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::rc::Rc;
+use uevd_db::{Database, DeviceId};
+use uevd_sysfs::{Device, Sysfs};
+use uevd_uevent::Action;
+
+#[derive(clap::Args, Debug)]
+pub struct Options {
+    /// The builtin's whole command line, its name first ("net_id",
+    /// "hwdb --subsystem=pci", "btrfs ready /dev/sda").
+    name: String,
+    /// The device: its /sys path (/sys/class/net/eth0 works) or devpath.
+    devpath: PathBuf,
+    /// The action of the simulated event.
+    #[arg(long, short = 'a', default_value = "add")]
+    action: String,
+    /// A property the event has (repeat for several), as rules would
+    /// have set it before the builtin runs.
+    #[arg(long = "property", short = 'p', value_name = "KEY=VALUE")]
+    properties: Vec<String>,
+    /// Do not add the properties the database holds for the device (udev
+    /// reads them, so builtins that look at earlier results find them).
+    #[arg(long)]
+    no_db: bool,
+}
+
+/// What the builtin sees of the event: the device's own properties, then
+/// the database's, then those given on the command line, later ones
+/// replacing earlier ones.
+struct Env(Vec<(Vec<u8>, Vec<u8>)>);
+
+impl Env {
+    fn set(&mut self, key: &[u8], value: &[u8]) {
+        match self.0.iter_mut().find(|(k, _)| k == key) {
+            Some(slot) => slot.1 = value.to_vec(),
+            None => self.0.push((key.to_vec(), value.to_vec())),
+        }
+    }
+}
+
+impl uevd_builtins::Env for Env {
+    fn property(&self, key: &[u8]) -> Option<&[u8]> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+/// The device a path names: below the sysfs root (symlinks followed), a
+/// `/sys/...` path taken relative to that root, or a devpath.
+fn find_device(sysfs: &Sysfs, given: &Path) -> Option<Device> {
+    let root = sysfs.root();
+    let mut candidates = vec![];
+    if given.starts_with(root) {
+        candidates.push(given.to_path_buf());
+    }
+    if let Ok(rest) = given.strip_prefix("/sys") {
+        candidates.push(root.join(rest));
+    }
+    if let Ok(rest) = given.strip_prefix("/") {
+        candidates.push(root.join(rest));
+    }
+    candidates.iter().find_map(|p| sysfs.device_at(p))
+}
+
+fn show(v: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(v)
+}
+
+pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
+    let args: Vec<Vec<u8>> = opts
+        .name
+        .split_ascii_whitespace()
+        .map(|w| w.as_bytes().to_vec())
+        .collect();
+    let Some(name) = args.first() else {
+        return Err(invalid("no builtin given".into()));
+    };
+    let Some(builtin) = uevd_builtins::find(name) else {
+        let known: Vec<_> = uevd_builtins::names().collect();
+        return Err(invalid(format!(
+            "unknown builtin '{}' (uevd has: {})",
+            show(name),
+            known.join(", ")
+        )));
+    };
+    let action = Action::from_bytes(opts.action.as_bytes())
+        .ok_or_else(|| invalid(format!("unknown action '{}'", opts.action)))?;
+    let sysfs = Sysfs::new(&roots.sys);
+    let found = find_device(&sysfs, &opts.devpath).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no device at {}", opts.devpath.display()),
+        )
+    })?;
+    let event = sysfs
+        .read_event(action, found.devpath())
+        .map_err(|e| io::Error::new(io::ErrorKind::NotFound, e.to_string()))?;
+    let device = Rc::new(Device::from_event(&sysfs, event));
+
+    let mut env = Env(device
+        .event()
+        .iter()
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect());
+    if !opts.no_db {
+        let subsystem = device.subsystem().unwrap_or_default();
+        let id = DeviceId::new(
+            &subsystem,
+            device.devpath(),
+            device.devnum(),
+            device.ifindex(),
+        );
+        let record = Database::open(roots.udev_dir())
+            .ok()
+            .and_then(|db| db.read(&id).ok().flatten());
+        for (k, v) in record.iter().flat_map(|r| &r.properties) {
+            env.set(k, v);
+        }
+    }
+    for p in &opts.properties {
+        let (k, v) = p
+            .split_once('=')
+            .filter(|(k, _)| !k.is_empty())
+            .ok_or_else(|| invalid(format!("'{p}' is not KEY=VALUE")))?;
+        env.set(k.as_bytes(), v.as_bytes());
+    }
+
+    let mut out = Vec::new();
+    let result = builtin.run(
+        &uevd_builtins::Call {
+            device: &device,
+            args: &args,
+            env: &env,
+            test: true,
+        },
+        &mut out,
+    );
+    let mut stdout = io::stdout().lock();
+    for (k, v) in &out {
+        writeln!(stdout, "{}={}", show(k), show(v))?;
+    }
+    match result {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            ::log::error!("{}: {e}", opts.name);
+            Ok(ExitCode::from(1))
+        }
+    }
+}
