@@ -77,6 +77,58 @@ struct Daemon {
     rules_config: uevd_rules::Config,
     /// When the rules files were last compared with what is loaded.
     rules_checked: Instant,
+    drain: Arc<Drain>,
+}
+
+/// A settle waiting in its own thread asks the main loop to read the
+/// kernel socket once more: a driver that an event loaded makes the kernel
+/// send new events (the devices it found) before that event ends, and
+/// settle must wait for those too, as udevadm settle does.
+struct Drain {
+    wakeup: rustix::fd::OwnedFd,
+    done: std::sync::Mutex<u64>,
+    cond: std::sync::Condvar,
+}
+
+impl Drain {
+    fn new() -> io::Result<Drain> {
+        Ok(Drain {
+            wakeup: rustix::event::eventfd(
+                0,
+                rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+            )?,
+            done: std::sync::Mutex::new(0),
+            cond: std::sync::Condvar::new(),
+        })
+    }
+
+    /// Asks for a drain; true once one that started after the request
+    /// has finished, false at the deadline.
+    fn request_and_wait(&self, deadline: Instant) -> bool {
+        let before = *self.done.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = rustix::io::write(&self.wakeup, &1u64.to_ne_bytes());
+        let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        while *done == before {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            done = self
+                .cond
+                .wait_timeout(done, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
+    }
+
+    /// The main loop's side: called after it read the socket dry.
+    fn finished(&self) {
+        let mut buf = [0u8; 8];
+        let _ = rustix::io::read(&self.wakeup, &mut buf);
+        *self.done.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.cond.notify_all();
+    }
 }
 
 /// How often changed rules files are looked for, at most.
@@ -249,6 +301,7 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
         rejected: 0,
         rules_config,
         rules_checked: Instant::now(),
+        drain: Arc::new(Drain::new()?),
     };
     if let Some(fd) = ready {
         signal_ready(fd);
@@ -333,10 +386,12 @@ impl Daemon {
         loop {
             let processor = self.processor.clone();
             let watch_fd = processor.watches.as_ref().map(|w| w.fd());
+            let drain = self.drain.clone();
             let mut fds = vec![
                 PollFd::new(&self.kernel, PollFlags::IN),
                 PollFd::new(control.as_listener(), PollFlags::IN),
                 PollFd::new(&signals.fd, PollFlags::IN),
+                PollFd::new(&drain.wakeup, PollFlags::IN),
             ];
             if let Some(fd) = &watch_fd {
                 fds.push(PollFd::from_borrowed_fd(*fd, PollFlags::IN));
@@ -348,8 +403,13 @@ impl Daemon {
             }
             let ready = |i: usize| !fds[i].revents().is_empty();
             let (kernel_ready, control_ready, signalled) = (ready(0), ready(1), ready(2));
-            let written = fds.len() > 3 && ready(3);
+            let drain_asked = ready(3);
+            let written = fds.len() > 4 && ready(4);
             drop(fds);
+            if drain_asked {
+                self.drain_kernel()?;
+                drain.finished();
+            }
             if written {
                 self.request_change_after_write();
             }
@@ -577,11 +637,27 @@ impl Daemon {
                 let last = self.queue.last_id();
                 let queue = self.queue.clone();
                 let journal = self.processor.journal.clone();
+                let drain = self.drain.clone();
                 journal.mark("settle-request", last.to_string());
                 std::thread::spawn(move || {
-                    let reply = match queue.settle(last, timeout) {
-                        Completion::Done => Reply::Ok(String::new()),
-                        Completion::TimedOut { pending } => Reply::Timeout(pending),
+                    let deadline = Instant::now() + timeout;
+                    let mut last = last;
+                    // Until a wait ends with nothing new read from the
+                    // kernel: what the events loaded may have added devices.
+                    let reply = loop {
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        match queue.settle(last, left) {
+                            Completion::TimedOut { pending } => break Reply::Timeout(pending),
+                            Completion::Done => {}
+                        }
+                        if !drain.request_and_wait(deadline) {
+                            break Reply::Timeout(queue.status().0);
+                        }
+                        let now_last = queue.last_id();
+                        if now_last == last {
+                            break Reply::Ok(String::new());
+                        }
+                        last = now_last;
                     };
                     journal.mark("settle-done", reply.to_string());
                     // Whoever settled may read the journal next.

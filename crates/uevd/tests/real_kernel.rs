@@ -958,3 +958,32 @@ fn a_later_event_whose_rules_set_no_mode_keeps_the_mode() {
     lab.settle(uevd()).unwrap();
     daemon.stop(&lab).unwrap();
 }
+
+#[test]
+fn settle_waits_for_devices_that_an_event_made_appear() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let marker = lab.root().join("late-device-done");
+    // The first interface's event creates two more (as a driver an event
+    // loads adds its devices); theirs take a while. settle must wait for
+    // them too, as udevadm settle does.
+    write_rules(
+        &lab,
+        "50-chain.rules",
+        &format!(
+            "SUBSYSTEM==\"net\", ACTION==\"add\", KERNEL==\"sta0\", RUN+=\"/sbin/ip link add sca0 type veth peer name scb0\"\n\
+             SUBSYSTEM==\"net\", ACTION==\"add\", KERNEL==\"sca0\", RUN+=\"/bin/sh -c 'sleep 0.3; touch {}'\"\n",
+            marker.display()
+        ),
+    );
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    // Enough at once that workers, not the receiving thread, take them, so
+    // that the settle request is read while sta0 is still running.
+    lab.ip_batch(&veth_pairs("st", 20)).unwrap();
+    lab.settle(uevd()).unwrap();
+    assert!(
+        marker.exists(),
+        "settle returned before the later device was done"
+    );
+    daemon.stop(&lab).unwrap();
+}
