@@ -55,6 +55,6 @@ fuzz_target!(|data: &[u8]| {
     let mut config = uevd_kmod::Config::default();
     config.parse(Path::new("fuzz.conf"), body);
     config.parse_kcmdline(body);
-    let _ = uevd_kmod::fnmatch::fnmatch(key, body);
+    let _ = uevd_glob::fnmatch::fnmatch(key, body, true);
     let _ = uevd_kmod::names::alias_normalize(&String::from_utf8_lossy(key));
 });

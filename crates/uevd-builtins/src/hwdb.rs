@@ -20,12 +20,11 @@
 //! `hwdb.d` are compiled in memory instead, with systemd-hwdb's rules.
 
 mod compile;
-mod fnmatch;
 mod trie;
 
 pub use compile::{compile_files, compile_texts, source_files, Builder};
-pub use fnmatch::fnmatch;
 pub use trie::{FormatError, Pairs, Trie};
+pub use uevd_glob::fnmatch::fnmatch;
 
 use crate::{Builtin, Call, Failure, Properties};
 use std::fmt;

@@ -44,13 +44,6 @@ fn requests(call: &Call<'_>) -> Result<Vec<String>, Failure> {
         .unwrap_or_default())
 }
 
-/// A module whose init said the hardware is not there (ENODEV), or that
-/// has no file (ENOENT): as udev, not an error, only not for this machine
-/// (cpufreq drivers of another vendor, say).
-pub fn not_applicable(e: &uevd_kmod::Error) -> bool {
-    matches!(e.errno(), 19 | 2)
-}
-
 /// The word the timeline and logs use for an outcome.
 pub fn describe(outcome: &Result<Outcome, uevd_kmod::Error>) -> String {
     match outcome {
@@ -94,7 +87,7 @@ impl Builtin for Kmod {
             .load(&refs)
             .into_iter()
             .flat_map(|r| r.modules)
-            .filter(|m| m.result.as_ref().is_err_and(|e| !not_applicable(e)))
+            .filter(|m| m.result.as_ref().is_err_and(|e| !e.is_not_applicable()))
             .map(|m| format!("{}: {}", m.module, describe(&m.result)))
             .collect();
         if failures.is_empty() {
@@ -177,11 +170,11 @@ mod tests {
             module: "acpi_cpufreq".into(),
             errno: 19,
         };
-        assert!(not_applicable(&enodev));
+        assert!(enodev.is_not_applicable());
         let eperm = uevd_kmod::Error::Kernel {
             module: "x".into(),
             errno: 1,
         };
-        assert!(!not_applicable(&eperm));
+        assert!(!eperm.is_not_applicable());
     }
 }

@@ -5,6 +5,8 @@
 //! Matching works on bytes and never backtracks more than once per `*`, so
 //! a match costs O(pattern × text) at worst and never recurses.
 
+pub mod fnmatch;
+
 /// A compiled pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pattern {

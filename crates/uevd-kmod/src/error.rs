@@ -40,6 +40,13 @@ pub enum Error {
 }
 
 impl Error {
+    /// The module is not for this machine: its init found no hardware
+    /// (ENODEV) or it has no file (ENOENT). udev's kmod builtin reports
+    /// that at debug level, not as a failure.
+    pub fn is_not_applicable(&self) -> bool {
+        matches!(self.errno(), libc_errno::ENOENT | libc_errno::ENODEV)
+    }
+
     /// The errno a C caller would have seen.
     pub fn errno(&self) -> i32 {
         match self {
@@ -57,6 +64,7 @@ impl Error {
 pub(crate) mod libc_errno {
     pub const ENOENT: i32 = 2;
     pub const EIO: i32 = 5;
+    pub const ENODEV: i32 = 19;
     pub const EEXIST: i32 = 17;
     pub const EINVAL: i32 = 22;
     pub const ENOSYS: i32 = 38;

@@ -15,7 +15,6 @@
 //! node graph with cycles is caught by bounding the nodes one search may
 //! visit.
 
-use crate::fnmatch::fnmatch;
 use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
@@ -519,7 +518,7 @@ impl Index {
         };
         let d = self.bytes();
         for e in entries.iter() {
-            if fnmatch(&e.pattern, subkey) {
+            if uevd_glob::fnmatch::fnmatch(&e.pattern, subkey, true) {
                 for &(priority, at, len) in e.values.iter() {
                     let value = &d[at as usize..at as usize + len as usize];
                     insert_by_priority(out, Value { priority, value });

@@ -18,7 +18,6 @@
 pub mod backend;
 pub mod config;
 mod error;
-pub mod fnmatch;
 pub mod index;
 mod load;
 pub mod moddir;
@@ -29,7 +28,7 @@ pub use backend::{Backend, Compression, InitState, KernelBackend, NoBackend};
 pub use config::{Config, ConfigError, DEFAULT_DIRS};
 pub use error::{strerror, Error};
 pub use index::{Index, IndexError};
-pub use load::{boottime_ns, shared, LoadRecord, LoadResult, Loader, ModuleResult, Outcome};
+pub use load::{shared, LoadRecord, LoadResult, Loader, ModuleResult, Outcome};
 pub use moddir::ModuleDir;
 pub use resolve::{
     running_release, show_config, show_depends, Blacklist, Dependencies, Module, ProbeFlags,

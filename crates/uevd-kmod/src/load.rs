@@ -105,12 +105,6 @@ impl std::fmt::Debug for Loader {
     }
 }
 
-/// CLOCK_BOOTTIME in nanoseconds.
-pub fn boottime_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}
-
 impl Loader {
     pub fn new(resolver: Resolver, backend: Box<dyn Backend>) -> Loader {
         Loader {
@@ -253,7 +247,7 @@ impl Loader {
                 return Ok(o);
             }
             Ok(None) => {
-                let start_ns = boottime_ns();
+                let start_ns = uevd_timeline::now();
                 let r = match run_step(step, self.backend.as_ref()) {
                     Ok(()) if step.install.is_some() => Ok(Outcome::Installed),
                     Ok(()) => Ok(Outcome::Inserted),
@@ -264,7 +258,7 @@ impl Loader {
                     }
                     Err(e) => Err(e),
                 };
-                let end_ns = boottime_ns();
+                let end_ns = uevd_timeline::now();
                 claim.release(r.clone());
                 let observer = self
                     .observer

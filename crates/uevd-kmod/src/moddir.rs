@@ -2,7 +2,6 @@
 //! depmod indexes, memory-mapped, with the text files read instead when an
 //! index is missing (a tree depmod ran on with `-A`, or a hand-made one).
 
-use crate::fnmatch::fnmatch;
 use crate::index::{Index, IndexError, OpenError, Value};
 use crate::names::{alias_normalize, path_to_modname};
 use std::collections::HashMap;
@@ -72,7 +71,10 @@ impl Text {
         let mut hits: Vec<usize> = self.literal.get(key).cloned().unwrap_or_default();
         for n in 0..=key.len() {
             if let Some(list) = self.by_prefix.get(&key[..n]) {
-                hits.extend(list.iter().filter(|&&i| fnmatch(&self.patterns[i].0, key)));
+                hits.extend(
+                    list.iter()
+                        .filter(|&&i| uevd_glob::fnmatch::fnmatch(&self.patterns[i].0, key, true)),
+                );
             }
         }
         // File order is depmod's priority order.

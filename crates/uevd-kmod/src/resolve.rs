@@ -6,7 +6,6 @@
 use crate::backend::{Backend, InitState};
 use crate::config::Config;
 use crate::error::{libc_errno, Error};
-use crate::fnmatch::fnmatch;
 use crate::moddir::ModuleDir;
 use crate::names::{alias_normalize, modname_normalize, path_to_modname};
 use std::collections::HashMap;
@@ -210,7 +209,7 @@ impl FirstMatch {
     fn new<'a>(patterns: impl Iterator<Item = &'a str>) -> FirstMatch {
         let mut t = FirstMatch::default();
         for (i, p) in patterns.enumerate() {
-            if crate::fnmatch::has_wildcard(p.as_bytes()) {
+            if uevd_glob::fnmatch::has_wildcard(p.as_bytes()) {
                 t.wild.push((i, p.to_owned()));
             } else {
                 t.exact.entry(p.to_owned()).or_insert(i);
@@ -225,7 +224,7 @@ impl FirstMatch {
             .wild
             .iter()
             .take_while(|(i, _)| exact.is_none_or(|e| *i < e))
-            .find(|(_, p)| fnmatch(p.as_bytes(), name.as_bytes()))
+            .find(|(_, p)| uevd_glob::fnmatch::fnmatch(p.as_bytes(), name.as_bytes(), true))
             .map(|(i, _)| *i);
         wild.or(exact)
     }
@@ -307,7 +306,7 @@ impl Resolver {
             .config
             .aliases
             .iter()
-            .filter(|a| fnmatch(a.pattern.as_bytes(), alias.as_bytes()))
+            .filter(|a| uevd_glob::fnmatch::fnmatch(a.pattern.as_bytes(), alias.as_bytes(), true))
             .map(|a| with_alias(&a.module, &a.pattern, None))
             .collect();
         if !found.is_empty() {

@@ -20,7 +20,7 @@ use compile::{line_flags, Compiler, Kind, Line};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use uevd_uevent::Action;
 
@@ -157,7 +157,9 @@ pub struct Rules {
     exec_timeout: Duration,
     programs: bool,
     resolve_names: bool,
-    index: Mutex<HashMap<IndexKey, Arc<Candidates>>>,
+    /// Read by every event on every worker: a read lock, written once per
+    /// kind of event.
+    index: RwLock<HashMap<IndexKey, Arc<Candidates>>>,
     stamps: Vec<Stamp>,
 }
 
@@ -221,7 +223,7 @@ impl Rules {
             exec_timeout: config.exec_timeout,
             programs: config.programs,
             resolve_names: config.resolve_names,
-            index: Mutex::default(),
+            index: RwLock::default(),
             stamps: Vec::new(),
         }
     }
@@ -337,8 +339,12 @@ impl Rules {
     /// order; computed once per kind of event.
     fn candidates(&self, action: Action, subsystem: Option<&[u8]>, mask: u8) -> Arc<Candidates> {
         let key: IndexKey = (action, subsystem.map(<[u8]>::to_vec), mask);
-        let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = index.get(&key) {
+        if let Some(c) = self
+            .index
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
             return c.clone();
         }
         let mut list = Candidates::default();
@@ -366,8 +372,12 @@ impl Rules {
             }
         }
         let list = Arc::new(list);
-        index.insert(key, list.clone());
-        list
+        self.index
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key)
+            .or_insert(list)
+            .clone()
     }
 
     /// Runs what `RUN` asked for, after the event is applied. Programs get

@@ -151,7 +151,7 @@ fn record_module_loads(journal: &Journal) {
                     }));
                 }
                 match r.result {
-                    Err(e) if uevd_builtins::kmod::not_applicable(e) => {
+                    Err(e) if e.is_not_applicable() => {
                         log::debug!("module {}: {e}", r.module)
                     }
                     Err(e) => log::warn!("loading module {}: {e}", r.module),

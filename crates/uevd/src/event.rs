@@ -491,13 +491,13 @@ impl Processor {
             None => self.previous(dev.devpath(), &id),
         };
         clock.step("device");
-        let (rules, outcome) = self.run_rules(dev, previous.as_ref());
+        let (rules, mut outcome) = self.run_rules(dev, previous.as_ref());
         clock.step("rules");
         clock.programs(&outcome.programs);
-        let mut errors: Vec<String> = outcome.warnings.clone();
+        let mut errors: Vec<String> = std::mem::take(&mut outcome.warnings);
         let renamed = self.rename_interface(dev, &outcome, &mut errors);
         let node = Self::node_of(dev);
-        let mut links = outcome.links.clone();
+        let mut links = std::mem::take(&mut outcome.links);
         links.sort();
         links.dedup();
         let old_links = previous
@@ -556,9 +556,9 @@ impl Processor {
             links,
             link_priority: outcome.link_priority,
             usec_initialized: usec,
-            properties: outcome.properties.clone(),
+            properties: std::mem::take(&mut outcome.properties),
             tags,
-            current_tags: outcome.tags.clone(),
+            current_tags: std::mem::take(&mut outcome.tags),
             persist: outcome.db_persist,
         };
         let has_ifindex = dev.ifindex().is_some();
@@ -576,7 +576,7 @@ impl Processor {
             }
         }
         clock.step("db");
-        let mut announce = outcome.event_properties.clone();
+        let mut announce = std::mem::take(&mut outcome.event_properties);
         if let Some(new) = renamed {
             for (k, v) in announce.iter_mut() {
                 if k == b"INTERFACE" {
@@ -612,10 +612,10 @@ impl Processor {
             None => self.previous(dev.devpath(), &id),
         };
         clock.step("device");
-        let (rules, outcome) = self.run_rules(dev, previous.as_ref());
+        let (rules, mut outcome) = self.run_rules(dev, previous.as_ref());
         clock.step("rules");
         clock.programs(&outcome.programs);
-        let mut errors: Vec<String> = outcome.warnings.clone();
+        let mut errors: Vec<String> = std::mem::take(&mut outcome.warnings);
         if let Some(w) = &self.watches {
             w.unwatch(dev.devpath());
         }
@@ -652,7 +652,7 @@ impl Processor {
         clock.step("db");
         // A removal is announced with the tags and links the device had,
         // so that clients filtering by tag see it go.
-        let mut announce = outcome.event_properties.clone();
+        let mut announce = std::mem::take(&mut outcome.event_properties);
         if let Some(prev) = &previous {
             announce.extend(announced_properties(prev));
         }

@@ -443,7 +443,7 @@ impl<'t> Walk<'t, '_> {
         }
         if node.values > 0 {
             let rest = self.search.get(from..).unwrap_or_default();
-            if super::fnmatch::fnmatch(&self.buf, rest, true) {
+            if uevd_glob::fnmatch::fnmatch(&self.buf, rest, true) {
                 self.add_values(node)?;
             }
         }

@@ -1,6 +1,7 @@
-//! glibc's `fnmatch(3)` in the C locale, for the two flag sets udev uses:
-//! none (hwdb match patterns) and `FNM_NOESCAPE` (the builtin's
-//! `--filter`). Patterns come from hwdb files anyone may write, so the odd
+//! glibc's `fnmatch(3)` in the C locale, for the two flag sets udev and
+//! kmod use: none (hwdb match patterns, module aliases, modprobe.d names)
+//! and `FNM_NOESCAPE` (the hwdb builtin's `--filter`). A modalias must pick
+//! the same drivers and the same hwdb entries as glibc would. Patterns come from hwdb files anyone may write, so the odd
 //! corners are kept as glibc has them: `[` without its `]` is a literal,
 //! a trailing backslash never matches, `[!` and `[^` both negate, a `]`
 //! right after the opening bracket is a member, classes (`[:alpha:]`),
@@ -306,6 +307,13 @@ fn bracket(p: &[u8], open: usize, n: u8, escape: bool) -> Bracket {
     } else {
         Bracket::Match(i)
     }
+}
+
+/// Whether `pattern` has a character that makes it more than a literal.
+pub fn has_wildcard(pattern: &[u8]) -> bool {
+    pattern
+        .iter()
+        .any(|&c| matches!(c, b'*' | b'?' | b'[' | b'\\'))
 }
 
 /// Whether `text` matches `pattern`. Both end at their first NUL, as C
