@@ -193,6 +193,8 @@ impl Listener {
             _ => {}
         }
         let listener = UnixListener::bind(path)?;
+        // The daemon accepts until there is nothing left to accept.
+        listener.set_nonblocking(true)?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
         Ok(Listener {
             listener,
@@ -204,8 +206,8 @@ impl Listener {
         &self.path
     }
 
-    /// Accepts one connection from root and reads its request. Peers of
-    /// other users are answered with an error and dropped.
+    /// Accepts one waiting connection (`WouldBlock` when none waits); its
+    /// peer is checked when the request is read.
     pub fn accept(&self) -> io::Result<Connection> {
         let (stream, _) = self.listener.accept()?;
         Ok(Connection { stream })
@@ -304,10 +306,20 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o700);
         let server = std::thread::spawn(move || {
+            // The listener never blocks: wait as a poll loop would.
+            let accept = || loop {
+                match listener.accept() {
+                    Ok(c) => return c,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(1))
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            };
             // First the probe of a second daemon, then the real call.
-            let mut probe = listener.accept().unwrap();
+            let mut probe = accept();
             assert_eq!(probe.request(), Ok(None));
-            let mut c = listener.accept().unwrap();
+            let mut c = accept();
             let req = c.request();
             c.reply(&Reply::Ok(format!("{req:?}")));
         });

@@ -11,6 +11,10 @@
 //! ownership and mode. Without it uevd creates the node with `mknod` and
 //! removes it when the device goes.
 
+mod claims;
+
+pub use claims::{Claimant, LinkClaims, Links};
+
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{self as rfs, makedev, AtFlags, FileType, Gid, Mode, OFlags, Uid, CWD};
 use rustix::io::Errno;

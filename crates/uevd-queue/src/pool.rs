@@ -2,21 +2,19 @@
 //! event.
 //!
 //! Waking a thread costs more than processing a typical event, so the pool
-//! avoids it: a batch of events wakes at most as many sleeping workers as it
-//! has ready events, a worker that finds more work than it can take wakes
-//! the next, and a small batch arriving while everything is idle runs on
-//! the thread that received it. Workers number from 1; the receiving thread is
-//! worker 0.
+//! wakes as few as it can: a batch of events wakes at most as many sleeping
+//! workers as it has ready events, and a worker that finds more work than
+//! it can take wakes the next. The thread that submits never processes an
+//! event itself: any event may run a rule program that hangs until its
+//! timeout, and the receiving thread must keep reading the kernel and
+//! answering control requests meanwhile. Workers number from 1.
 
 use crate::{DependencyQueue, EventId, EventKeys};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// The largest batch the receiving thread processes itself.
-pub const INLINE_BATCH: usize = 32;
-
-/// Processes one event; `worker` 0 is the receiving thread.
+/// Processes one event on worker `worker`.
 pub trait Handler<T>: Send + Sync + 'static {
     fn handle(&self, worker: usize, id: EventId, item: T);
 }
@@ -44,23 +42,6 @@ struct Inner<T> {
     sleeping: usize,
 }
 
-impl<T> Shared<T> {
-    /// Waits until some event finishes.
-    fn done_or_work_wait<'a>(
-        &self,
-        mut inner: MutexGuard<'a, Inner<T>>,
-    ) -> MutexGuard<'a, Inner<T>> {
-        inner.settle_waiters += 1;
-        inner = self
-            .done
-            .wait_timeout(inner, Duration::from_millis(50))
-            .unwrap_or_else(|p| p.into_inner())
-            .0;
-        inner.settle_waiters -= 1;
-        inner
-    }
-}
-
 struct Shared<T> {
     inner: Mutex<Inner<T>>,
     work: Condvar,
@@ -68,7 +49,6 @@ struct Shared<T> {
     /// Called, under the queue lock, when the queue turns busy (true) or
     /// idle (false): the place to keep /run/udev/queue in step.
     on_busy: BusyHook,
-    handler: OnceLock<Arc<dyn Handler<T>>>,
 }
 
 /// A dependency queue served by a pool of worker threads.
@@ -97,7 +77,6 @@ impl<T: Send + 'static> WorkQueue<T> {
                 work: Condvar::new(),
                 done: Condvar::new(),
                 on_busy: Box::new(on_busy),
-                handler: OnceLock::new(),
             }),
         }
     }
@@ -130,47 +109,14 @@ impl<T: Send + 'static> WorkQueue<T> {
         }
     }
 
-    /// Queues a batch of events, as read from the kernel in one go.
-    ///
-    /// A small batch arriving while nothing is queued or running is
-    /// processed right here, in order, on the calling thread: handing each
-    /// event to a worker would cost a thread wakeup, more than processing
-    /// a typical event takes. Larger batches, and any batch that finds
-    /// work in progress, go to the workers.
+    /// Queues a batch of events, as read from the kernel in one go,
+    /// waking only as many workers as the batch makes ready.
     pub fn submit(&self, batch: Vec<(EventKeys, T)>) {
         let mut inner = self.lock();
-        let handler = self.shared.handler.get().cloned();
-        match handler {
-            Some(handler) if batch.len() <= INLINE_BATCH && inner.queue.is_empty() => {
-                let mut left = batch.len();
-                for (keys, item) in batch {
-                    self.enqueue(&mut inner, keys, item);
-                }
-                // In arrival order; each is ready once the one before it
-                // is done. Workers are not woken, but one that wakes anyway
-                // may take some: the queue keeps that correct.
-                while left > 0 {
-                    let Some((id, item)) = inner.queue.next_ready() else {
-                        if inner.queue.is_empty() {
-                            break;
-                        }
-                        inner = self.shared.done_or_work_wait(inner);
-                        continue;
-                    };
-                    drop(inner);
-                    self.run(&*handler, 0, id, item);
-                    inner = self.lock();
-                    self.finish(&mut inner, id);
-                    left -= 1;
-                }
-            }
-            _ => {
-                for (keys, item) in batch {
-                    self.enqueue(&mut inner, keys, item);
-                }
-                self.wake_for(&inner);
-            }
+        for (keys, item) in batch {
+            self.enqueue(&mut inner, keys, item);
         }
+        self.wake_for(&inner);
     }
 
     fn run(&self, handler: &dyn Handler<T>, worker: usize, id: EventId, item: T) {
@@ -196,9 +142,6 @@ impl<T: Send + 'static> WorkQueue<T> {
     /// Starts `workers` threads running `handler`. Call once.
     pub fn spawn_workers<H: Handler<T>>(&self, workers: usize, handler: H) -> Vec<JoinHandle<()>> {
         let handler: Arc<dyn Handler<T>> = Arc::new(handler);
-        if self.shared.handler.set(handler.clone()).is_err() {
-            panic!("spawn_workers called twice on one queue");
-        }
         (1..=workers.max(1))
             .map(|n| {
                 let this = self.clone();
@@ -344,50 +287,43 @@ mod tests {
     }
 
     #[test]
-    fn a_small_batch_on_an_idle_queue_runs_on_the_caller_in_order() {
+    fn submit_never_runs_an_event_and_a_hung_one_stalls_only_its_device() {
         let q: WorkQueue<u32> = WorkQueue::new(|_| {});
+        let gate = Arc::new(Mutex::new(()));
+        let held = gate.lock().unwrap();
         let ran_on = Arc::new(Mutex::new(Vec::new()));
-        let r = ran_on.clone();
+        let (g, r) = (gate.clone(), ran_on.clone());
         let _h = q.spawn_workers(2, move |w: usize, _id: EventId, n: u32| {
             r.lock().unwrap().push((n, w, std::thread::current().id()));
+            if n == 1 {
+                // A rule program that hangs.
+                drop(g.lock().unwrap());
+            }
         });
-        // Two events on one device: the second becomes ready only when the
-        // caller finishes the first, under the lock, so no worker can take
-        // either one.
+        q.submit(vec![(keys("/devices/hung".into()), 1)]);
+        // Returned although event 1 cannot finish; another device's event
+        // is processed meanwhile, and one for the hung device waits.
         q.submit(vec![
-            (keys("/devices/a".into()), 1),
-            (keys("/devices/a".into()), 2),
+            (keys("/devices/other".into()), 2),
+            (keys("/devices/hung".into()), 3),
         ]);
-        let ran = ran_on.lock().unwrap().clone();
-        let me = std::thread::current().id();
-        assert_eq!(ran, vec![(1, 0, me), (2, 0, me)]);
-        assert_eq!(q.status(), (0, 0));
-    }
-
-    #[test]
-    fn a_small_independent_batch_is_finished_when_submit_returns() {
-        let q: WorkQueue<u32> = WorkQueue::new(|_| {});
-        let ran_on = Arc::new(Mutex::new(Vec::new()));
-        let r = ran_on.clone();
-        let _h = q.spawn_workers(2, move |w: usize, _id: EventId, n: u32| {
-            r.lock().unwrap().push((n, w));
-        });
-        for round in 0..50u32 {
-            ran_on.lock().unwrap().clear();
-            q.submit(vec![
-                (keys(format!("/devices/a{round}")), 1),
-                (keys(format!("/devices/b{round}")), 2),
-            ]);
-            // A worker that happens to be awake may take the second event,
-            // but submit still returns only when the batch is done, and the
-            // first event always runs on the caller.
-            let mut ran = ran_on.lock().unwrap().clone();
-            ran.sort();
-            assert_eq!(ran.len(), 2);
-            assert_eq!(ran[0], (1, 0));
-            assert_eq!(ran[1].0, 2);
-            assert_eq!(q.status(), (0, 0));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !ran_on.lock().unwrap().iter().any(|e| e.0 == 2) {
+            assert!(Instant::now() < deadline, "event 2 waited for the hung one");
+            std::thread::sleep(Duration::from_millis(1));
         }
+        std::thread::sleep(Duration::from_millis(20));
+        // The hung event runs, the one behind it on its device waits.
+        assert_eq!(q.status(), (2, 1));
+        drop(held);
+        assert_eq!(
+            q.settle(q.last_id(), Duration::from_secs(10)),
+            Completion::Done
+        );
+        let me = std::thread::current().id();
+        let ran = ran_on.lock().unwrap().clone();
+        assert_eq!(ran.len(), 3);
+        assert!(ran.iter().all(|&(_, w, t)| w >= 1 && t != me), "{ran:?}");
     }
 
     #[test]

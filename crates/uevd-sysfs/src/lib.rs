@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use uevd_uevent::{Action, ParseError, Uevent};
 
+mod trigger;
 mod walk;
+pub use trigger::{request_all, write_uevent};
 pub use walk::{walk_devices, walk_subsystems, Visit};
 
 /// A sysfs mount, usually `/sys`.

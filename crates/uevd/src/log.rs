@@ -1,16 +1,13 @@
 //! Logging to stderr with a level that the control socket can change.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicU8, Ordering};
 use uevd_control::Level;
-
-static LEVEL: AtomicU8 = AtomicU8::new(2);
 
 struct Logger;
 
 impl log::Log for Logger {
     fn enabled(&self, m: &log::Metadata<'_>) -> bool {
-        level_of(m.level()) <= LEVEL.load(Ordering::Relaxed)
+        m.level() <= log::max_level()
     }
 
     fn log(&self, r: &log::Record<'_>) {
@@ -30,21 +27,9 @@ impl log::Log for Logger {
     fn flush(&self) {}
 }
 
-fn level_of(l: log::Level) -> u8 {
-    match l {
-        log::Level::Error => 0,
-        log::Level::Warn => 1,
-        log::Level::Info => 2,
-        log::Level::Debug | log::Level::Trace => 3,
-    }
-}
-
+/// Installs the logger; the level is the `log` facade's, so the daemon
+/// can change it at run time without knowing who logs where.
 pub fn init(level: Level) {
-    set_level(level);
     let _ = log::set_logger(&Logger);
-    log::set_max_level(log::LevelFilter::Trace);
-}
-
-pub fn set_level(level: Level) {
-    LEVEL.store(level as u8, Ordering::Relaxed);
+    uevd_daemon::set_log_level(level);
 }

@@ -1,24 +1,11 @@
 //! uevd: a Linux device manager.
 
-mod blame;
-mod builtin_cmd;
-mod control;
-mod daemon;
-mod event;
-mod graph;
-mod info;
-mod links;
+mod cmd;
 mod log;
-mod modprobe;
-mod monitor;
-mod rules_cmd;
-mod settle;
-mod stats;
-mod trigger;
 mod udevadm;
-mod watch;
 
 use clap::{Parser, Subcommand};
+use cmd::*;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use uevd_control::Level;
@@ -53,12 +40,8 @@ impl Roots {
         self.run.join("udev")
     }
 
-    pub fn uevd_dir(&self) -> PathBuf {
-        self.run.join("uevd")
-    }
-
     pub fn control(&self) -> PathBuf {
-        self.uevd_dir().join("control")
+        uevd_daemon::control_socket(&self.run)
     }
 
     /// Where rules come from and how their programs run.
@@ -104,15 +87,15 @@ enum Command {
     Control(control::Options),
     /// Run the rules for one device and print what they decide, changing
     /// nothing.
-    Test(rules_cmd::TestOptions),
+    Test(test::Options),
     /// Check rules files for errors without running them.
-    Verify(rules_cmd::VerifyOptions),
+    Verify(verify::Options),
     /// Print what sysfs and the database say about devices, as udevadm
     /// info does.
     Info(info::Options),
     /// Run one builtin on a device and print the properties it would set,
     /// changing nothing.
-    Builtin(builtin_cmd::Options),
+    Builtin(builtin::Options),
     /// Draw the boot as an HTML timeline: initcalls, events, programs, modules.
     Graph(graph::Options),
     /// Statistics of boot phases over several boots, groups side by side.
@@ -143,10 +126,10 @@ fn main() -> ExitCode {
         Command::Settle(o) => settle::run(&cli.roots, o),
         Command::Monitor(o) => monitor::run(o),
         Command::Control(o) => control::run(&cli.roots, o),
-        Command::Test(o) => rules_cmd::test(&cli.roots, o),
-        Command::Verify(o) => rules_cmd::verify(&cli.roots, o),
+        Command::Test(o) => test::run(&cli.roots, o),
+        Command::Verify(o) => verify::run(&cli.roots, o),
         Command::Info(o) => info::run(&cli.roots, o),
-        Command::Builtin(o) => builtin_cmd::run(&cli.roots, o),
+        Command::Builtin(o) => builtin::run(&cli.roots, o),
         Command::Graph(o) => graph::run(o),
         Command::Stats(o) => stats::run(o),
         Command::Blame(o) => blame::run(o),

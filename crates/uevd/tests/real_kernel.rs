@@ -987,3 +987,79 @@ fn settle_waits_for_devices_that_an_event_made_appear() {
     );
     daemon.stop(&lab).unwrap();
 }
+
+#[test]
+fn a_hung_rule_program_stalls_neither_other_devices_nor_the_control_socket() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    write_rules(
+        &lab,
+        "50-hang.rules",
+        concat!(
+            "SUBSYSTEM==\"net\", ENV{ID_SEEN}=\"1\"\n",
+            "SUBSYSTEM==\"net\", KERNEL==\"hang*\", PROGRAM=\"/bin/sleep 30\"\n",
+        ),
+    );
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    lab.ip_batch(&veth_pairs("hang", 1)).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    lab.ip_batch(&veth_pairs("free", 1)).unwrap();
+    let free: BTreeSet<String> = lab
+        .interfaces()
+        .unwrap()
+        .into_iter()
+        .filter(|(_, n)| n.starts_with("free"))
+        .map(|(i, _)| format!("n{i}"))
+        .collect();
+    assert_eq!(free.len(), 2);
+    let latency = loop {
+        let ids: BTreeSet<String> = lab.db_ids().into_iter().collect();
+        if free.is_subset(&ids) {
+            break started.elapsed();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "another device waited for the hung program"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let t = std::time::Instant::now();
+    let ping = lab.uevd(uevd(), &["control", "--ping"]).unwrap();
+    let ping_time = t.elapsed();
+    assert!(ping.status.success());
+    assert!(
+        ping_time < Duration::from_secs(5),
+        "ping took {ping_time:?}"
+    );
+    eprintln!("while a program hangs: other device in {latency:?}, ping in {ping_time:?}");
+    // The hung interfaces are still being processed.
+    assert_eq!(status(&lab)["running"], "2");
+    daemon.kill();
+}
+
+#[test]
+fn settle_against_a_daemon_that_does_not_answer_times_out_at_its_timeout() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    daemon.signal(rustix::process::Signal::STOP).unwrap();
+    let t = std::time::Instant::now();
+    let out = lab.uevd(uevd(), &["settle", "--timeout", "1"]).unwrap();
+    let took = t.elapsed();
+    daemon.signal(rustix::process::Signal::CONT).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(took < Duration::from_millis(1900), "settle took {took:?}");
+    // A client that connects and says nothing holds nobody up.
+    let idle = std::os::unix::net::UnixStream::connect(lab.run().join("uevd/control")).unwrap();
+    let t = std::time::Instant::now();
+    let ping = lab.uevd(uevd(), &["control", "--ping"]).unwrap();
+    assert!(ping.status.success());
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "ping took {:?}",
+        t.elapsed()
+    );
+    drop(idle);
+    daemon.stop(&lab).unwrap();
+}

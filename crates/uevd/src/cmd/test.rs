@@ -1,4 +1,5 @@
-//! `uevd test` and `uevd verify`: the rules without the daemon.
+//! `uevd test`: the rules for one device, run without the daemon and
+//! changing nothing.
 
 use crate::Roots;
 use std::io::{self, Write};
@@ -6,23 +7,17 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::rc::Rc;
 use uevd_db::{Database, DeviceId, Record};
-use uevd_rules::{Rules, Severity};
+use uevd_rules::Rules;
 use uevd_sysfs::{Device, Sysfs};
 use uevd_uevent::Action;
 
 #[derive(clap::Args, Debug)]
-pub struct TestOptions {
+pub struct Options {
     /// The action to simulate.
     #[arg(long, short = 'a', default_value = "add")]
     action: String,
     /// The device: a devpath (/devices/...) or its /sys path.
     devpath: PathBuf,
-}
-
-#[derive(clap::Args, Debug)]
-pub struct VerifyOptions {
-    /// Rules files to check (default: every file the daemon would load).
-    files: Vec<PathBuf>,
 }
 
 fn db_id(dev: &Device) -> DeviceId {
@@ -39,24 +34,13 @@ impl uevd_rules::Store for DiskStore {
     }
 }
 
-fn print_diagnostics(diagnostics: &[uevd_rules::Diagnostic]) -> (usize, usize) {
-    let errors = diagnostics
-        .iter()
-        .filter(|d| d.severity == Severity::Error)
-        .count();
-    for d in diagnostics {
-        eprintln!("{d}");
-    }
-    (errors, diagnostics.len() - errors)
-}
-
 fn show(v: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(v)
 }
 
 /// Runs the rules for one device and prints what they decide; changes
 /// nothing.
-pub fn test(roots: &Roots, opts: TestOptions) -> io::Result<ExitCode> {
+pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
     let action = Action::from_bytes(opts.action.as_bytes()).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -74,7 +58,7 @@ pub fn test(roots: &Roots, opts: TestOptions) -> io::Result<ExitCode> {
         .map_err(|e| io::Error::new(io::ErrorKind::NotFound, e.to_string()))?;
     let device = Rc::new(Device::from_event(&sysfs, event));
     let (rules, diagnostics) = Rules::load(&roots.rules_config());
-    print_diagnostics(&diagnostics);
+    super::verify::print_diagnostics(&diagnostics);
     let db = Database::open(roots.udev_dir()).ok();
     let previous = db
         .as_ref()
@@ -135,44 +119,4 @@ pub fn test(roots: &Roots, opts: TestOptions) -> io::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Checks rules files and reports every problem; exit status 1 if any
-/// has an error.
-pub fn verify(roots: &Roots, opts: VerifyOptions) -> io::Result<ExitCode> {
-    let config = roots.rules_config();
-    let files = if opts.files.is_empty() {
-        uevd_rules::rule_files(&config.dirs)
-    } else {
-        opts.files
-    };
-    let mut texts = Vec::new();
-    let mut unreadable = 0;
-    for f in &files {
-        match std::fs::read(f) {
-            Ok(t) => texts.push((f.display().to_string(), t)),
-            Err(e) => {
-                eprintln!("{}: {e}", f.display());
-                unreadable += 1;
-            }
-        }
-    }
-    let named: Vec<(&str, &[u8])> = texts
-        .iter()
-        .map(|(n, t)| (n.as_str(), t.as_slice()))
-        .collect();
-    let (rules, diagnostics) = Rules::from_texts(&named, &config);
-    let (errors, warnings) = print_diagnostics(&diagnostics);
-    println!(
-        "{} files, {} rules: {} errors, {} warnings",
-        texts.len(),
-        rules.line_count(),
-        errors + unreadable,
-        warnings
-    );
-    Ok(if errors + unreadable > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
 }

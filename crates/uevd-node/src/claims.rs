@@ -7,7 +7,9 @@
 //! link: a scan of all claimants per change is what made systemd need
 //! 2,500 s of CPU for 5,000 devices on one link.
 
+use crate::{DevDir, NodeError};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
 
 /// A device that claims links: its database id (stable when the device
 /// moves), and its node's name below
@@ -87,6 +89,66 @@ impl LinkClaims {
     pub fn len(&self) -> usize {
         self.links.len()
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty()
+    }
+}
+
+/// The links below /dev together with who owns each: deciding the owner
+/// and pointing the link at it happen under one lock, so that two devices
+/// that want one link never leave it pointing at the loser.
+#[derive(Default)]
+pub struct Links {
+    claims: Mutex<LinkClaims>,
+}
+
+impl Links {
+    fn claims(&self) -> std::sync::MutexGuard<'_, LinkClaims> {
+        self.claims.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Moves `me`'s links from `old` to `new`: claims what it newly wants,
+    /// gives up what it no longer wants, and points each link at whoever
+    /// owns it now. Returns what failed; the rest is done.
+    pub fn update(
+        &self,
+        dev: &DevDir,
+        me: &Claimant,
+        old: &[Vec<u8>],
+        new: &[Vec<u8>],
+        priority: i32,
+    ) -> Vec<NodeError> {
+        let mut errors = Vec::new();
+        let mut claims = self.claims();
+        for stale in old.iter().filter(|l| !new.contains(l)) {
+            let result = match claims.release(stale, &me.key) {
+                Some(owner) => dev.link(stale, &owner.node).map(|_| ()),
+                None => dev.unlink(stale, &me.node).map(|_| ()),
+            };
+            if let Err(e) = result {
+                errors.push(e);
+            }
+        }
+        for link in new {
+            let owner = claims.claim(link, priority, me.clone());
+            if owner.key == me.key {
+                if let Err(e) = dev.link(link, &me.node) {
+                    errors.push(e);
+                }
+            }
+        }
+        errors
+    }
+
+    /// How many links have at least one claim.
+    pub fn len(&self) -> usize {
+        self.claims().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.claims().is_empty()
+    }
 }
 
 #[cfg(test)]
@@ -142,5 +204,34 @@ mod tests {
             last = prio;
             assert!(c.release(b"disk/by-label/x", &owner.key).is_some());
         }
+    }
+
+    #[test]
+    fn the_link_points_at_the_owner_and_hands_over_on_disk() {
+        let tmp = tempfile::tempdir().unwrap();
+        let devdir = DevDir::open_as(tmp.path(), true).unwrap();
+        let links = Links::default();
+        let target = || std::fs::read_link(tmp.path().join("disk/by-label/boot")).unwrap();
+        let label = vec![b"disk/by-label/boot".to_vec()];
+        assert!(links.update(&devdir, &dev(1), &[], &label, 0).is_empty());
+        assert_eq!(target(), std::path::Path::new("../../sd1"));
+        // A higher priority takes the link over; a lower one does not.
+        assert!(links.update(&devdir, &dev(2), &[], &label, 10).is_empty());
+        assert!(links.update(&devdir, &dev(3), &[], &label, -1).is_empty());
+        assert_eq!(target(), std::path::Path::new("../../sd2"));
+        assert_eq!(links.len(), 1);
+        // The owner goes: the next in line gets the link.
+        assert!(links.update(&devdir, &dev(2), &label, &[], 0).is_empty());
+        assert_eq!(target(), std::path::Path::new("../../sd1"));
+        assert!(links.update(&devdir, &dev(1), &label, &[], 0).is_empty());
+        assert_eq!(target(), std::path::Path::new("../../sd3"));
+        // The last one goes: so does the link.
+        assert!(links.update(&devdir, &dev(3), &label, &[], 0).is_empty());
+        assert!(tmp
+            .path()
+            .join("disk/by-label/boot")
+            .symlink_metadata()
+            .is_err());
+        assert!(links.is_empty());
     }
 }

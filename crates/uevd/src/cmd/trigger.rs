@@ -2,14 +2,13 @@
 
 use crate::Roots;
 use clap::ValueEnum;
-use std::fs::OpenOptions;
 use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 use uevd_db::{Database, DeviceId};
 use uevd_glob::Pattern;
-use uevd_sysfs::{link_basename, walk_devices, walk_subsystems, Sysfs};
+use uevd_sysfs::{link_basename, walk_devices, walk_subsystems, write_uevent, Sysfs};
 use uevd_uevent::Action;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -88,31 +87,6 @@ pub fn new_uuid() -> String {
         h[8..10].concat(),
         h[10..16].concat()
     )
-}
-
-fn write_uevent(dir: &Path, request: &[u8]) -> io::Result<()> {
-    OpenOptions::new()
-        .write(true)
-        .open(dir.join("uevent"))?
-        .write_all(request)
-}
-
-/// Asks the kernel to resend `action` for every device (the daemon's own
-/// `--coldplug=trigger`). Returns how many were asked.
-pub fn write_all(sysfs: &Sysfs, action: Action, uuid: Option<&str>) -> usize {
-    let request = match uuid {
-        Some(u) => format!("{action} {u}"),
-        None => action.to_string(),
-    };
-    let mut n = 0;
-    let mut go = |path: &Path| {
-        if path.join("subsystem").exists() && write_uevent(path, request.as_bytes()).is_ok() {
-            n += 1;
-        }
-    };
-    let _ = walk_subsystems(sysfs, |v| go(v.path));
-    let _ = walk_devices(sysfs, |v| go(v.path));
-    n
 }
 
 struct Filter {
@@ -272,7 +246,7 @@ pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
         eprintln!();
     }
     if o.settle && !o.dry_run {
-        return crate::settle::wait(roots, Duration::from_secs(120));
+        return super::settle::wait(roots, Duration::from_secs(120));
     }
     Ok(if failed > 0 {
         ExitCode::from(1)

@@ -46,13 +46,16 @@ pub fn wait(roots: &Roots, timeout: Duration) -> io::Result<ExitCode> {
     conclude(roots, ask(roots, timeout), timeout)
 }
 
+/// How long past the timeout a reply may take to travel; a daemon that
+/// has not answered by then is not answering, and settle times out as
+/// udevadm's does: at the timeout, with exit status 1.
+const REPLY_GRACE: Duration = Duration::from_millis(200);
+
 fn ask(roots: &Roots, timeout: Duration) -> io::Result<Reply> {
-    // The daemon answers a timed-out settle itself; give the reply time to
-    // travel.
     call(
         &roots.control(),
         &Request::Settle(timeout),
-        timeout + Duration::from_secs(5),
+        timeout + REPLY_GRACE,
     )
 }
 
@@ -67,6 +70,15 @@ fn conclude(roots: &Roots, answer: io::Result<Reply>, timeout: Duration) -> io::
         Ok(Reply::Error(e)) => {
             log::error!("daemon refused: {e}");
             Ok(ExitCode::from(EXIT_ERROR))
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
+            log::error!("timed out after {timeout:?}: the daemon did not answer");
+            Ok(ExitCode::from(EXIT_TIMEOUT))
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             // As udevadm: no device manager running means nothing to wait for.

@@ -1,11 +1,17 @@
-//! Processing one event: the node, its links, the database, the
-//! announcement to libudev clients and the timeline record.
+//! The per-event pipeline: how one uevent becomes a node, its links, a
+//! database record, an announcement to libudev clients and a timeline
+//! record.
+//!
+//! ```text
+//! uevent ─ rules (builtins, programs) ─ rename ─ node ─ links ─ database ─ RUN ─ broadcast ─ timeline
+//! ```
 //!
 //! Everything a device needs is derived from the event itself and from what
 //! uevd remembers of the device; sysfs is read only when a decision needs
 //! it. Nothing forks.
 
-use crate::links::{Claimant, LinkClaims};
+use crate::announce::{announced_properties, Properties};
+use crate::job::Job;
 use crate::watch::Watches;
 use std::collections::{HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
@@ -14,90 +20,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use uevd_db::{Database, DeviceId, Record};
 use uevd_netlink::Broadcaster;
-use uevd_node::{DevDir, Node, NodeKind, Permissions};
-use uevd_queue::{DevKey, EventId, EventKeys};
+use uevd_node::{Claimant, DevDir, Links, Node, NodeKind, Permissions};
+use uevd_queue::EventId;
 use uevd_rules::Rules;
 use uevd_sysfs::{Device, Sysfs};
 use uevd_timeline::{now, Entry, EventRecord, Journal, ProgramRecord, Step};
-use uevd_uevent::{monitor, Action, Uevent};
-
-/// Properties added to an event when it is announced as processed.
-type Properties = Vec<(Vec<u8>, Vec<u8>)>;
-
-/// What a processed event announces beyond the properties the rules left
-/// it with, in udev's spelling.
-fn announced_properties(record: &Record) -> Properties {
-    let mut out = vec![(
-        b"USEC_INITIALIZED".to_vec(),
-        record.usec_initialized.to_string().into_bytes(),
-    )];
-    if !record.links.is_empty() {
-        let devlinks: Vec<Vec<u8>> = record
-            .links
-            .iter()
-            .map(|l| [&b"/dev/"[..], l].concat())
-            .collect();
-        out.push((b"DEVLINKS".to_vec(), devlinks.join(&b' ')));
-    }
-    let tag_list = |tags: &[Vec<u8>]| [&b":"[..], &tags.join(&b':'), b":"].concat();
-    if !record.tags.is_empty() {
-        out.push((b"TAGS".to_vec(), tag_list(&record.tags)));
-    }
-    if !record.current_tags.is_empty() {
-        out.push((b"CURRENT_TAGS".to_vec(), tag_list(&record.current_tags)));
-    }
-    out
-}
-
-/// Where an event came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
-    Kernel,
-    Coldplug,
-    Rescan,
-}
-
-impl Source {
-    fn as_str(self) -> &'static str {
-        match self {
-            Source::Kernel => "kernel",
-            Source::Coldplug => "coldplug",
-            Source::Rescan => "rescan",
-        }
-    }
-}
-
-/// An event waiting in the queue.
-pub struct Job {
-    pub event: Uevent,
-    pub source: Source,
-    pub arrived: u64,
-}
-
-impl Job {
-    pub fn new(event: Uevent, source: Source) -> Job {
-        Job {
-            event,
-            source,
-            arrived: now(),
-        }
-    }
-
-    /// What the queue orders this event by.
-    pub fn keys(&self) -> EventKeys {
-        let ev = &self.event;
-        EventKeys {
-            devpath: ev.devpath().into(),
-            devpath_old: ev.devpath_old().map(Into::into),
-            devnum: ev.devnum().map(|(major, minor)| DevKey {
-                block: ev.is_block(),
-                major,
-                minor,
-            }),
-            ifindex: ev.ifindex(),
-        }
-    }
-}
+use uevd_uevent::Action;
 
 /// What uevd remembers about a device it has processed, so that neither
 /// a change nor a remove has to read the database back.
@@ -108,7 +36,9 @@ pub struct Known {
     pub devnum: Option<(u32, u32)>,
     pub ifindex: Option<u32>,
     pub devname: Option<Box<[u8]>>,
-    pub record: Record,
+    /// Shared, so that an event reads what the last one left without
+    /// copying it.
+    pub record: Arc<Record>,
     /// Whether the record is in the database (devices with nothing to say
     /// and no number or interface index have no file).
     pub stored: bool,
@@ -123,7 +53,7 @@ pub struct Processor {
     pub journal: Journal,
     rules: RwLock<Arc<Rules>>,
     /// Who owns each link that more than one device may want.
-    claims: Mutex<LinkClaims>,
+    links: Links,
     /// Nodes the rules asked to watch for writes (OPTIONS+="watch").
     pub watches: Option<Watches>,
     known: Mutex<HashMap<Box<[u8]>, Known>>,
@@ -203,7 +133,7 @@ impl Processor {
             broadcaster,
             journal,
             rules: RwLock::new(Arc::new(rules)),
-            claims: Mutex::default(),
+            links: Links::default(),
             watches: match Watches::new() {
                 Ok(w) => Some(w),
                 Err(e) => {
@@ -233,7 +163,7 @@ impl Processor {
 
     /// How many links have a claim.
     pub fn claimed_links(&self) -> usize {
-        self.claims.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.links.len()
     }
 
     /// How many devices uevd knows now.
@@ -269,7 +199,7 @@ impl Processor {
         // The device exists (or went) whatever failed on the way: clients
         // hear about it either way.
         if let Some(b) = &self.broadcaster {
-            self.announce(b, &device, &announce);
+            crate::announce::announce(b, &device, &announce);
             clock.step("broadcast");
         }
         self.processed.fetch_add(1, Ordering::Relaxed);
@@ -326,10 +256,7 @@ impl Processor {
         Permissions { uid, gid, mode }
     }
 
-    /// Moves the device's links from `old` to `new`: claims what it newly
-    /// wants, gives up what it no longer wants, and points each link at
-    /// whoever owns it now. Under one lock, so that two devices that
-    /// want one link never leave it pointing at the loser.
+    /// Moves the device's links from `old` to `new`, owner by owner.
     fn update_links(
         &self,
         me: &Claimant,
@@ -338,25 +265,8 @@ impl Processor {
         priority: i32,
         errors: &mut Vec<String>,
     ) {
-        let mut claims = self.claims.lock().unwrap_or_else(|p| p.into_inner());
-        for stale in old.iter().filter(|l| !new.contains(l)) {
-            let next = claims.release(stale, &me.key);
-            let result = match next {
-                Some(owner) => self.dev.link(stale, &owner.node).map(|_| ()),
-                None => self.dev.unlink(stale, &me.node).map(|_| ()),
-            };
-            if let Err(e) = result {
-                errors.push(e.to_string());
-            }
-        }
-        for link in new {
-            let owner = claims.claim(link, priority, me.clone());
-            if owner.key == me.key {
-                if let Err(e) = self.dev.link(link, &me.node) {
-                    errors.push(e.to_string());
-                }
-            }
-        }
+        let failed = self.links.update(&self.dev, me, old, new, priority);
+        errors.extend(failed.iter().map(ToString::to_string));
     }
 
     fn device_id(dev: &Device) -> DeviceId {
@@ -366,7 +276,7 @@ impl Processor {
 
     /// What uevd knew of a device: from memory, or after a restart from
     /// the database.
-    fn previous(&self, devpath: &[u8], id: &DeviceId) -> Option<Record> {
+    fn previous(&self, devpath: &[u8], id: &DeviceId) -> Option<Arc<Record>> {
         if let Some(k) = self.known().get(devpath) {
             return k.stored.then(|| k.record.clone());
         }
@@ -379,7 +289,7 @@ impl Processor {
             return None;
         }
         match self.db.read(id) {
-            Ok(r) => r,
+            Ok(r) => r.map(Arc::new),
             Err(e) => {
                 log::warn!("{e}; the record will be rewritten");
                 // Gone now, so that a removal before any rewrite leaves
@@ -491,7 +401,7 @@ impl Processor {
             None => self.previous(dev.devpath(), &id),
         };
         clock.step("device");
-        let (rules, mut outcome) = self.run_rules(dev, previous.as_ref());
+        let (rules, mut outcome) = self.run_rules(dev, previous.as_deref());
         clock.step("rules");
         clock.programs(&outcome.programs);
         let mut errors: Vec<String> = std::mem::take(&mut outcome.warnings);
@@ -500,10 +410,7 @@ impl Processor {
         let mut links = std::mem::take(&mut outcome.links);
         links.sort();
         links.dedup();
-        let old_links = previous
-            .as_ref()
-            .map(|p| p.links.clone())
-            .unwrap_or_default();
+        let old_links: &[Vec<u8>] = previous.as_deref().map_or(&[], |p| &p.links);
         if let Some(node) = &node {
             let perms = Self::permissions(dev, &outcome);
             match self.dev.apply_node(node, perms) {
@@ -523,7 +430,7 @@ impl Processor {
                 key: id.as_str().as_bytes().into(),
                 node: node.name.into(),
             };
-            self.update_links(&me, &old_links, &links, outcome.link_priority, &mut errors);
+            self.update_links(&me, old_links, &links, outcome.link_priority, &mut errors);
             clock.step("links");
             if let Some(w) = &self.watches {
                 // Each event states it again, as in udev: a rule that no
@@ -544,9 +451,9 @@ impl Processor {
             .filter(|&u| u > 0)
             .unwrap_or_else(uevd_timeline::monotonic_usec);
         let had_record = previous.is_some();
-        let old_tags = previous.map(|p| p.tags).unwrap_or_default();
+        let old_tags: &[Vec<u8>] = previous.as_deref().map_or(&[], |p| &p.tags);
         // G: keeps every tag the device ever had; Q: what this event set.
-        let mut tags = old_tags.clone();
+        let mut tags = old_tags.to_vec();
         for t in &outcome.tags {
             if !tags.contains(t) {
                 tags.push(t.clone());
@@ -571,7 +478,7 @@ impl Processor {
             }
         }
         if old_tags != record.tags {
-            if let Err(e) = self.db.index_tags(&id, &old_tags, &record.tags) {
+            if let Err(e) = self.db.index_tags(&id, old_tags, &record.tags) {
                 errors.push(format!("tags {id}: {e}"));
             }
         }
@@ -598,7 +505,7 @@ impl Processor {
                 ifindex: dev.ifindex(),
                 devname: dev.devname().map(Into::into),
                 stored,
-                record,
+                record: Arc::new(record),
             },
         );
         (announce, errors)
@@ -612,7 +519,7 @@ impl Processor {
             None => self.previous(dev.devpath(), &id),
         };
         clock.step("device");
-        let (rules, mut outcome) = self.run_rules(dev, previous.as_ref());
+        let (rules, mut outcome) = self.run_rules(dev, previous.as_deref());
         clock.step("rules");
         clock.programs(&outcome.programs);
         let mut errors: Vec<String> = std::mem::take(&mut outcome.warnings);
@@ -620,15 +527,12 @@ impl Processor {
             w.unwatch(dev.devpath());
         }
         if let Some(node) = Self::node_of(dev) {
-            let old_links = previous
-                .as_ref()
-                .map(|p| p.links.clone())
-                .unwrap_or_default();
+            let old_links: &[Vec<u8>] = previous.as_deref().map_or(&[], |p| &p.links);
             let me = Claimant {
                 key: id.as_str().as_bytes().into(),
                 node: node.name.into(),
             };
-            self.update_links(&me, &old_links, &[], 0, &mut errors);
+            self.update_links(&me, old_links, &[], 0, &mut errors);
             if let Err(e) = self.dev.unlink(&DevDir::devnum_link(&node), node.name) {
                 errors.push(e.to_string());
             }
@@ -662,39 +566,6 @@ impl Processor {
         }
         (announce, errors)
     }
-
-    /// Tells libudev clients the event is processed.
-    fn announce(&self, b: &Broadcaster, dev: &Device, all: &[(Vec<u8>, Vec<u8>)]) {
-        let ev = dev.event();
-        let mut props = Vec::new();
-        if ev.seqnum().is_none() {
-            // Synthesised events carry no kernel seqnum; libudev rejects an
-            // event without one.
-            props.extend_from_slice(b"SEQNUM=1\0");
-        }
-        for (k, v) in all {
-            props.extend_from_slice(k);
-            props.push(b'=');
-            props.extend_from_slice(v);
-            props.push(0);
-        }
-        let tags = all
-            .iter()
-            .find(|(k, _)| k == b"TAGS")
-            .map(|(_, v)| {
-                v.split(|&c| c == b':')
-                    .filter(|t| !t.is_empty())
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default();
-        let msg = monitor::encode(&props, ev.subsystem(), ev.devtype(), tags);
-        if let Err(e) = b.send(&msg) {
-            log::debug!(
-                "cannot announce {}: {e}",
-                dev.devpath_os().to_string_lossy()
-            );
-        }
-    }
 }
 
 /// What the rules see of a device's parents: what uevd remembers of
@@ -702,7 +573,7 @@ impl Processor {
 impl uevd_rules::Store for Processor {
     fn record(&self, device: &Device) -> Option<Record> {
         if let Some(k) = self.known().get(device.devpath()) {
-            return k.stored.then(|| k.record.clone());
+            return k.stored.then(|| Record::clone(&k.record));
         }
         let id = Self::device_id(device);
         let on_disk = self
@@ -715,38 +586,5 @@ impl uevd_rules::Store for Processor {
         } else {
             None
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn announcements_spell_links_and_tags_as_udev_does() {
-        let record = Record {
-            links: vec![b"disk/by-id/a".to_vec(), b"cdrom".to_vec()],
-            usec_initialized: 42,
-            properties: vec![(b"ID_X".to_vec(), b"1".to_vec())],
-            tags: vec![b"seat".to_vec(), b"uaccess".to_vec()],
-            current_tags: vec![b"uaccess".to_vec()],
-            ..Record::default()
-        };
-        let p = announced_properties(&record);
-        let get = |k: &[u8]| p.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
-        assert_eq!(get(b"USEC_INITIALIZED"), Some(b"42".to_vec()));
-        // Rule properties travel with the event's own, not here.
-        assert_eq!(get(b"ID_X"), None);
-        assert_eq!(
-            get(b"DEVLINKS"),
-            Some(b"/dev/disk/by-id/a /dev/cdrom".to_vec())
-        );
-        assert_eq!(get(b"TAGS"), Some(b":seat:uaccess:".to_vec()));
-        assert_eq!(get(b"CURRENT_TAGS"), Some(b":uaccess:".to_vec()));
-        let bare = announced_properties(&Record {
-            usec_initialized: 1,
-            ..Record::default()
-        });
-        assert_eq!(bare.len(), 1);
     }
 }

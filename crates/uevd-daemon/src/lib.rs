@@ -1,0 +1,49 @@
+//! The device manager: kernel uevents in; nodes, links, the udev database,
+//! loaded drivers, announcements to libudev clients and a timeline out.
+//!
+//! ```text
+//! netlink ─ manager (main loop) ─ queue ─ workers: pipeline ─ node / links / database / broadcast / timeline
+//!              │                                      └─ rules ─ builtins, programs, modules
+//!              ├─ coldplug, rescan after lost events
+//!              ├─ control socket, settle
+//!              └─ node watches (OPTIONS+="watch")
+//! ```
+//!
+//! The main loop ([`run`]) only reads and queues; everything an event
+//! costs happens on a worker, in [`pipeline`]. The daemon is configured by
+//! a plain [`Config`], so the command line, a unit or a test start it the
+//! same way. `docs/design.md` explains the data flow and its budget.
+
+mod announce;
+mod coldplug;
+mod config;
+mod control;
+mod job;
+mod manager;
+mod modules;
+pub mod pipeline;
+mod rules;
+mod settle;
+mod signals;
+mod watch;
+
+pub use announce::Properties;
+pub use config::{control_socket, Coldplug, Config};
+pub use job::{Job, Source};
+pub use manager::run;
+pub use pipeline::{Known, Processor};
+pub use watch::Watches;
+
+use uevd_control::Level;
+
+/// Sets how much the daemon logs, now and whenever `control --log-level`
+/// asks. Messages go through the `log` facade; whoever installed the
+/// logger decides where they end up.
+pub fn set_log_level(level: Level) {
+    log::set_max_level(match level {
+        Level::Error => log::LevelFilter::Error,
+        Level::Warn => log::LevelFilter::Warn,
+        Level::Info => log::LevelFilter::Info,
+        Level::Debug => log::LevelFilter::Debug,
+    });
+}

@@ -1,0 +1,443 @@
+//! The main loop: one thread reads the kernel, the control socket,
+//! signals and node watches; a pool of workers runs the per-event
+//! pipeline. Nothing here waits on an event's work.
+
+use crate::config::Config;
+use crate::control::{Inbox, Incoming};
+use crate::job::{Job, Source};
+use crate::modules::record_module_loads;
+use crate::pipeline::Processor;
+use crate::rules::{apply_static_nodes, load_rules};
+use crate::settle::{reply_when_settled, Drain};
+use crate::signals::Signals;
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::io::Errno;
+use std::io;
+use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+use uevd_control::{Listener, Reply, Request};
+use uevd_db::{Database, QueueFlag};
+use uevd_netlink::{Broadcaster, Received, UeventSocket};
+use uevd_node::DevDir;
+use uevd_queue::{EventKeys, WorkQueue};
+use uevd_sysfs::Sysfs;
+use uevd_timeline::Journal;
+
+pub(crate) struct Daemon {
+    control_path: std::path::PathBuf,
+    pub(crate) sysfs: Sysfs,
+    pub(crate) queue: WorkQueue<Job>,
+    pub(crate) processor: Arc<Processor>,
+    kernel: UeventSocket,
+    started: Instant,
+    overflows: u64,
+    rejected: u64,
+    rules_config: uevd_rules::Config,
+    /// When the rules files were last compared with what is loaded.
+    rules_checked: Instant,
+    drain: Arc<Drain>,
+    /// Control requests, read off the main loop.
+    inbox: Inbox,
+}
+
+/// How often changed rules files are looked for, at most.
+const RULES_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Runs the device manager until asked to exit (control `exit`, SIGTERM,
+/// SIGINT); queued events are finished first.
+pub fn run(config: Config) -> io::Result<()> {
+    crate::set_log_level(config.log_level);
+    let opts = &config;
+    // Bind everything before detaching, so that no event sent after the
+    // parent returns is lost.
+    let kernel = UeventSocket::kernel(opts.receive_buffer)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen to kernel uevents: {e}")))?;
+    let granted = kernel.receive_buffer().unwrap_or(0);
+    let control_path = config.control();
+    let control = Listener::bind(&control_path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", control_path.display())))?;
+    // Files and nodes get exactly the modes uevd asks for.
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
+    let udev_dir = config.udev_dir();
+    let db = Database::open(&udev_dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", udev_dir.display())))?;
+    // libudev takes the existence of /run/udev/control to mean that a
+    // device manager runs.
+    let udev_control = bind_udev_control(&udev_dir.join("control"));
+    let dev = DevDir::open(&config.dev)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", config.dev.display())))?;
+    let log_target = match &opts.log_file {
+        Some(f) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(f)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", f.display())))?,
+        ),
+        None if opts.detach => std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/kmsg")
+            .ok(),
+        None => None,
+    };
+    let ready = if opts.detach { Some(detach()?) } else { None };
+    if let Some(f) = &log_target {
+        let _ = rustix::stdio::dup2_stderr(f);
+    }
+    // Before any thread starts, so that every thread inherits the mask.
+    let signals = Signals::block()?;
+
+    let timeline = &opts.timeline;
+    let (journal, journal_writer) = match timeline {
+        Some(p) => match Journal::create(p, opts.timeline_max) {
+            Ok((j, w)) => (j, Some(w)),
+            Err(e) => {
+                log::warn!("no timeline journal: {}: {e}", p.display());
+                (Journal::disabled(), None)
+            }
+        },
+        None => (Journal::disabled(), None),
+    };
+    let broadcaster = if !opts.broadcast {
+        None
+    } else {
+        match Broadcaster::new() {
+            Ok(b) => Some(b),
+            Err(e) => {
+                log::warn!("cannot announce processed events: {e}");
+                None
+            }
+        }
+    };
+    record_module_loads(&journal);
+    let sysfs = Sysfs::new(&config.sys);
+    let devtmpfs = dev.devtmpfs();
+    let rules_config = config.rules.clone();
+    let rules = load_rules(&rules_config);
+    apply_static_nodes(&dev, &rules);
+    let processor = Arc::new(Processor::new(
+        sysfs.clone(),
+        dev,
+        db,
+        broadcaster,
+        journal.clone(),
+        rules,
+    ));
+    let flag = QueueFlag::new(&udev_dir);
+    flag.set(false);
+    let queue: WorkQueue<Job> = WorkQueue::new(move |busy| flag.set(busy));
+    let workers = opts.workers.unwrap_or_else(default_workers);
+    let p = processor.clone();
+    let handles = queue.spawn_workers(workers, move |w: usize, id, job: Job| p.process(w, id, job));
+    log::info!(
+        "listening: {workers} workers, receive buffer {granted} bytes, {} manages nodes",
+        if devtmpfs { "devtmpfs" } else { "uevd" }
+    );
+
+    let mut d = Daemon {
+        control_path,
+        sysfs,
+        queue: queue.clone(),
+        processor,
+        kernel,
+        started: Instant::now(),
+        overflows: 0,
+        rejected: 0,
+        rules_config,
+        rules_checked: Instant::now(),
+        drain: Arc::new(Drain::new()?),
+        inbox: Inbox::new()?,
+    };
+    if let Some(fd) = ready {
+        signal_ready(fd);
+    }
+    if let Some(how) = opts.coldplug {
+        d.coldplug(how);
+    }
+    let result = d.serve(&control, &signals);
+    log::info!("exiting once {} queued events are done", queue.status().0);
+    queue.shutdown();
+    for h in handles {
+        let _ = h.join();
+    }
+    journal.mark("exit", "");
+    drop(d);
+    drop(journal);
+    if let Some(w) = journal_writer {
+        if let Err(e) = w.finish() {
+            log::warn!("timeline journal: {e}");
+        }
+    }
+    if udev_control.is_some() {
+        let _ = std::fs::remove_file(udev_dir.join("control"));
+    }
+    result
+}
+
+fn default_workers() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cpus * 2).max(4)
+}
+
+fn bind_udev_control(path: &Path) -> Option<UnixDatagram> {
+    let _ = std::fs::remove_file(path);
+    match UnixDatagram::bind(path) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            log::warn!("{}: {e}", path.display());
+            None
+        }
+    }
+}
+
+/// Forks; the parent waits until the child says it is ready, then exits.
+fn detach() -> io::Result<rustix::fd::OwnedFd> {
+    let (read, write) = rustix::pipe::pipe()?;
+    // SAFETY: no thread has been started yet, so the child is a complete
+    // copy of a single-threaded process.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => {
+            drop(read);
+            let _ = rustix::process::setsid();
+            // Let go of the caller's terminal and pipes: whoever started us
+            // may be waiting for them to close.
+            if let Ok(null) = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/null")
+            {
+                let _ = rustix::stdio::dup2_stdin(&null);
+                let _ = rustix::stdio::dup2_stdout(&null);
+                let _ = rustix::stdio::dup2_stderr(&null);
+            }
+            Ok(write)
+        }
+        _ => {
+            drop(write);
+            let mut byte = [0u8; 1];
+            let ok = matches!(rustix::io::read(&read, &mut byte), Ok(1));
+            std::process::exit(if ok { 0 } else { 1 });
+        }
+    }
+}
+
+fn signal_ready(fd: rustix::fd::OwnedFd) {
+    let _ = rustix::io::write(&fd, b"1");
+}
+
+impl Daemon {
+    fn serve(&mut self, control: &Listener, signals: &Signals) -> io::Result<()> {
+        loop {
+            // On the stack: a wakeup costs no allocation.
+            let processor = self.processor.clone();
+            let drain = self.drain.clone();
+            let watch = processor.watches.as_ref().map(|w| w.fd());
+            let mut fds = [
+                PollFd::new(&self.kernel, PollFlags::IN),
+                PollFd::new(control.as_listener(), PollFlags::IN),
+                PollFd::new(&signals.fd, PollFlags::IN),
+                PollFd::new(&drain.wakeup, PollFlags::IN),
+                PollFd::from_borrowed_fd(self.inbox.fd(), PollFlags::IN),
+                match &watch {
+                    Some(fd) => PollFd::from_borrowed_fd(*fd, PollFlags::IN),
+                    // A descriptor asking for nothing: its result is ignored.
+                    None => PollFd::new(&drain.wakeup, PollFlags::empty()),
+                },
+            ];
+            match poll(&mut fds, None) {
+                Ok(_) => {}
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+            let ready = |i: usize| !fds[i].revents().is_empty();
+            let (kernel_ready, control_ready, signalled) = (ready(0), ready(1), ready(2));
+            let (drain_asked, requests) = (ready(3), ready(4));
+            let written = watch.is_some() && ready(5);
+            if drain_asked {
+                self.drain_kernel()?;
+                drain.finished();
+            }
+            if written {
+                self.request_change_after_write();
+            }
+            if kernel_ready {
+                self.drain_kernel()?;
+            }
+            if control_ready {
+                self.inbox.accept_all(control);
+            }
+            if requests {
+                for incoming in self.inbox.take() {
+                    if self.handle_control(incoming)? {
+                        return Ok(());
+                    }
+                }
+            }
+            if signalled {
+                if let Some(sig) = signals.read() {
+                    log::info!("received signal {sig}");
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Reads what the kernel has queued for us, up to an empty socket or a
+    /// report of lost events (true).
+    fn read_batch(&mut self) -> io::Result<(Vec<(EventKeys, Job)>, bool)> {
+        let mut batch = Vec::new();
+        loop {
+            match self.kernel.recv()? {
+                Received::Event(ev) => {
+                    let job = Job::new(ev, Source::Kernel);
+                    batch.push((job.keys(), job));
+                }
+                Received::Rejected(why) => {
+                    self.rejected += 1;
+                    log::warn!("dropped a uevent: {why}");
+                }
+                Received::Overflow => return Ok((batch, true)),
+                Received::WouldBlock => return Ok((batch, false)),
+            }
+        }
+    }
+
+    /// Queues everything the kernel has sent; after lost events, rescans
+    /// once the socket is empty, so the rescan sees the newest state.
+    /// Asks the kernel for a change event for each watched device whose
+    /// node was closed after a write, and for the partitions of a written
+    /// disk: what they hold may be different now.
+    fn request_change_after_write(&mut self) {
+        let Some(w) = &self.processor.watches else {
+            return;
+        };
+        for devpath in w.written() {
+            let dir = self.sysfs.syspath(&devpath);
+            let mut targets = vec![dir.clone()];
+            if let Ok(entries) = std::fs::read_dir(&dir) {
+                for e in entries.flatten() {
+                    if e.path().join("partition").exists() {
+                        targets.push(e.path());
+                    }
+                }
+            }
+            for t in targets {
+                if let Err(e) = std::fs::write(t.join("uevent"), "change") {
+                    log::debug!("{}: {e}", t.display());
+                }
+            }
+        }
+    }
+
+    /// Reloads the rules when a rules file changed, looking at most every
+    /// few seconds: a storm of events must not cost a stat per file each.
+    fn reload_if_changed(&mut self) {
+        if self.rules_checked.elapsed() < RULES_CHECK_INTERVAL {
+            return;
+        }
+        self.rules_checked = Instant::now();
+        if self.processor.rules().changed() {
+            log::info!("rules files changed; reloading");
+            self.processor.set_rules(load_rules(&self.rules_config));
+        }
+    }
+
+    pub(crate) fn drain_kernel(&mut self) -> io::Result<()> {
+        self.reload_if_changed();
+        let mut lost = false;
+        loop {
+            let (batch, overflowed) = self.read_batch()?;
+            self.queue.submit(batch);
+            if !overflowed {
+                break;
+            }
+            if !lost {
+                log::warn!("kernel uevents were lost (receive buffer overrun); rescanning sysfs");
+                self.processor
+                    .journal
+                    .mark("overflow", "receive buffer overrun");
+            }
+            lost = true;
+            self.overflows += 1;
+        }
+        if lost {
+            self.rescan();
+        }
+        Ok(())
+    }
+
+    /// Serves one control request; true when asked to exit.
+    fn handle_control(&mut self, incoming: Incoming) -> io::Result<bool> {
+        let (conn, request) = incoming;
+        let request = match request {
+            Ok(Some(r)) => r,
+            // Someone checking whether a daemon listens.
+            Ok(None) => return Ok(false),
+            Err(why) => {
+                log::warn!("control request refused: {why}");
+                conn.reply(&Reply::Error(why));
+                return Ok(false);
+            }
+        };
+        log::debug!("control: {request}");
+        match request {
+            Request::Ping => conn.reply(&Reply::Ok(String::new())),
+            Request::Settle(timeout) => {
+                // Everything the kernel sent before this request is in our
+                // socket buffer now: queue it, then wait for all of it.
+                self.drain_kernel()?;
+                let last = self.queue.last_id();
+                self.processor
+                    .journal
+                    .mark("settle-request", last.to_string());
+                reply_when_settled(
+                    conn,
+                    self.queue.clone(),
+                    self.processor.journal.clone(),
+                    self.drain.clone(),
+                    last,
+                    timeout,
+                );
+            }
+            Request::Reload => {
+                let rules = load_rules(&self.rules_config);
+                let summary = format!(
+                    "{} rules files, {} rules",
+                    rules.file_count(),
+                    rules.line_count()
+                );
+                self.processor.set_rules(rules);
+                self.rules_checked = Instant::now();
+                conn.reply(&Reply::Ok(summary))
+            }
+            Request::Exit => {
+                conn.reply(&Reply::Ok(String::new()));
+                return Ok(true);
+            }
+            Request::LogLevel(level) => {
+                crate::set_log_level(level);
+                conn.reply(&Reply::Ok(String::new()));
+            }
+            Request::Status => {
+                let (pending, running) = self.queue.status();
+                let p = &self.processor;
+                conn.reply(&Reply::Ok(format!(
+                    "pending={pending} running={running} processed={} failed={} rejected={} overflows={} known={} links={} rules={} uptime_ms={} control={}",
+                    p.processed.load(std::sync::atomic::Ordering::Relaxed),
+                    p.failed.load(std::sync::atomic::Ordering::Relaxed),
+                    self.rejected,
+                    self.overflows,
+                    p.known_count(),
+                    p.claimed_links(),
+                    p.rules().line_count(),
+                    self.started.elapsed().as_millis(),
+                    self.control_path.display(),
+                )));
+            }
+        }
+        Ok(false)
+    }
+}

@@ -1,0 +1,16 @@
+//! One module per subcommand; each turns its options into calls on the
+//! library crates and prints the outcome.
+
+pub mod blame;
+pub mod builtin;
+pub mod control;
+pub mod daemon;
+pub mod graph;
+pub mod info;
+pub mod modprobe;
+pub mod monitor;
+pub mod settle;
+pub mod stats;
+pub mod test;
+pub mod trigger;
+pub mod verify;
