@@ -7,7 +7,8 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use std::io;
-use uevd_builtins::blkid::{probe, udev_properties, Kind, Options, PartitionOf, Source};
+use uevd_blkid::{probe, Kind, Options, PartitionOf, Source};
+use uevd_builtins::blkid::udev_properties;
 
 /// A device of `size` bytes that is zero but for `pieces`.
 struct Sparse {

@@ -3,7 +3,7 @@
 //! hang. Sources always compile to a database that reads back cleanly.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use uevd_builtins::hwdb::{compile_texts, Trie};
+use uevd_hwdb::{compile_texts, Trie};
 
 const KEYS: &[&[u8]] = &[
     b"",

@@ -498,8 +498,8 @@ fn properties(call: &Call<'_>) -> Vec<(Vec<u8>, Vec<u8>)> {
         .filter(|k| acts_on(k))
         .map(<[u8]>::to_vec)
         .collect();
-    if let Ok(db) = crate::hwdb::shared().get() {
-        names.extend(db.keyboard_keys().iter().cloned());
+    if let Ok(db) = uevd_hwdb::shared().get() {
+        names.extend(db.property_names().iter().filter(|k| acts_on(k)).cloned());
     }
     names.push(SENSITIVITY.to_vec());
     for n in 0..0x100u32 {

@@ -12,10 +12,8 @@
 
 use std::rc::Rc;
 
-mod ata_id;
 pub mod blkid;
 pub mod btrfs;
-mod cdrom_id;
 pub mod hwdb;
 mod input_id;
 pub mod keyboard;
@@ -23,19 +21,12 @@ pub mod kmod;
 mod net_id;
 pub mod net_setup_link;
 mod path_id;
-mod scan;
-mod scsi_id;
-mod sg;
-mod text;
+mod programs;
 pub mod uaccess;
 mod usb_id;
 
-pub type Properties = Vec<(Vec<u8>, Vec<u8>)>;
-
-/// Properties the event has so far (kernel's and those the rules set).
-pub trait Env {
-    fn property(&self, key: &[u8]) -> Option<&[u8]>;
-}
+use uevd_text::{scan, set, text};
+pub use uevd_text::{Env, Properties};
 
 pub struct Call<'a> {
     pub device: &'a Rc<uevd_sysfs::Device>,
@@ -107,7 +98,11 @@ pub fn names() -> impl Iterator<Item = &'static str> {
 /// the emulation cannot tell what the program would print (an option or
 /// mode it does not cover, a reply the program would misread, a refused
 /// ioctl): run the real program.
-static PROGRAMS: &[&dyn Builtin] = &[&ata_id::AtaId, &cdrom_id::CdromId, &scsi_id::ScsiId];
+static PROGRAMS: &[&dyn Builtin] = &[
+    &programs::Emulation("ata_id"),
+    &programs::Emulation("cdrom_id"),
+    &programs::Emulation("scsi_id"),
+];
 
 /// The emulation of the helper program of that file name (argv[0]'s last
 /// path component; a path is reduced to it).
@@ -117,16 +112,6 @@ pub fn find_program(name: &[u8]) -> Option<&'static dyn Builtin> {
         .iter()
         .copied()
         .find(|b| b.name().as_bytes() == name)
-}
-
-/// Sets a property the way sd-device does within one builtin run: a key set
-/// twice keeps its first position and takes the later value.
-fn set(out: &mut Properties, key: &str, value: impl Into<Vec<u8>>) {
-    let value = value.into();
-    match out.iter_mut().find(|(k, _)| k == key.as_bytes()) {
-        Some(slot) => slot.1 = value,
-        None => out.push((key.as_bytes().to_vec(), value)),
-    }
 }
 
 /// The name sd-device gives a device: sysfs spells `/` in names as `!`
@@ -197,17 +182,13 @@ mod tests {
     }
 
     #[test]
-    fn set_replaces_in_place() {
-        let mut out = Properties::new();
-        set(&mut out, "A", "1");
-        set(&mut out, "B", "2");
-        set(&mut out, "A", "3");
-        assert_eq!(
-            out,
-            vec![
-                (b"A".to_vec(), b"3".to_vec()),
-                (b"B".to_vec(), b"2".to_vec())
-            ]
-        );
+    fn programs_are_found_by_file_name_and_are_not_builtins() {
+        for name in ["scsi_id", "ata_id", "cdrom_id"] {
+            assert_eq!(find_program(name.as_bytes()).unwrap().name(), name);
+            let path = format!("/usr/lib/udev/{name}");
+            assert_eq!(find_program(path.as_bytes()).unwrap().name(), name);
+            assert!(find(name.as_bytes()).is_none());
+        }
+        assert!(find_program(b"usb_id").is_none());
     }
 }

@@ -13,11 +13,7 @@
 //! offloads, Wake-on-LAN, rings, ...), MTU, queues and SR-IOV are read and
 //! left alone.
 
-mod condition;
-mod config;
-mod kernel;
-mod mac;
-mod words;
+use uevd_link_config::{condition, config, kernel, mac, words};
 
 pub use config::DEFAULT_DIRS;
 

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     Host,
     Virtualization,
     KernelCommandLine,
@@ -22,7 +22,7 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    pub(crate) fn from_key(key: &[u8]) -> Option<Kind> {
+    pub fn from_key(key: &[u8]) -> Option<Kind> {
         Some(match key {
             b"Host" => Kind::Host,
             b"Virtualization" => Kind::Virtualization,
@@ -37,14 +37,14 @@ impl Kind {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Condition {
+pub struct Condition {
     pub kind: Kind,
     pub parameter: Vec<u8>,
     pub negate: bool,
 }
 
 /// What the conditions are tested against, where tests need to move it.
-pub(crate) struct System<'a> {
+pub struct System<'a> {
     pub machine_id: &'a Path,
     pub cmdline: Option<&'a [u8]>,
     /// `$CREDENTIALS_DIRECTORY` and `$ENCRYPTED_CREDENTIALS_DIRECTORY`.
@@ -52,7 +52,7 @@ pub(crate) struct System<'a> {
 }
 
 /// Every condition holds (an empty list always does).
-pub(crate) fn all_hold(conditions: &[Condition], sys: &System<'_>) -> bool {
+pub fn all_hold(conditions: &[Condition], sys: &System<'_>) -> bool {
     conditions
         .iter()
         .all(|c| matches!(test(c, sys), Some(r) if r != c.negate))
@@ -74,7 +74,7 @@ fn test(c: &Condition, sys: &System<'_>) -> Option<bool> {
 }
 
 /// The 128-bit id in `s`, written as 32 hex digits or as a UUID.
-pub(crate) fn id128_from_string(s: &[u8]) -> Option<[u8; 16]> {
+pub fn id128_from_string(s: &[u8]) -> Option<[u8; 16]> {
     let hex: Vec<u8> = match s.len() {
         32 => s.to_vec(),
         36 => {
@@ -97,7 +97,7 @@ pub(crate) fn id128_from_string(s: &[u8]) -> Option<[u8; 16]> {
 
 /// The machine id as `/etc/machine-id` holds it (32 hex digits and a
 /// newline); an all-zero id is no id.
-pub(crate) fn read_machine_id(path: &Path) -> Option<[u8; 16]> {
+pub fn read_machine_id(path: &Path) -> Option<[u8; 16]> {
     let text = std::fs::read(path).ok()?;
     let text = text.strip_suffix(b"\n").unwrap_or(&text);
     if text.len() != 32 {
@@ -158,7 +158,7 @@ fn exists(path: &str) -> bool {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Virt {
+pub enum Virt {
     None,
     Vm(&'static str),
     Container(&'static str),
@@ -507,7 +507,7 @@ fn detect_vm() -> Virt {
 }
 
 /// What systemd-detect-virt would say: a container first, else a VM.
-pub(crate) fn detect_virtualization() -> Virt {
+pub fn detect_virtualization() -> Virt {
     static FOUND: OnceLock<Virt> = OnceLock::new();
     *FOUND.get_or_init(|| match detect_container() {
         Virt::None => detect_vm(),
@@ -552,7 +552,7 @@ fn virtualization(p: &[u8]) -> bool {
 
 /// The kernel command line as systemd reads it: `$SYSTEMD_PROC_CMDLINE`
 /// overrides /proc/cmdline.
-pub(crate) fn proc_cmdline() -> Option<Vec<u8>> {
+pub fn proc_cmdline() -> Option<Vec<u8>> {
     use std::os::unix::ffi::OsStrExt;
     if let Some(v) = std::env::var_os("SYSTEMD_PROC_CMDLINE") {
         return Some(v.as_bytes().to_vec());
@@ -595,7 +595,7 @@ fn kernel_command_line(p: &[u8], sys: &System<'_>) -> Option<bool> {
 
 /// The value of `key` on a kernel command line as `proc_cmdline_get_bool()`
 /// reads it: None when absent or unparsable, `-` and `_` alike in the key.
-pub(crate) fn cmdline_bool(line: &[u8], key: &[u8]) -> Option<bool> {
+pub fn cmdline_bool(line: &[u8], key: &[u8]) -> Option<bool> {
     let flags = Extract {
         retain_escape: true,
         ..CMDLINE_WORDS
@@ -679,7 +679,7 @@ fn version_char(c: u8) -> bool {
 
 /// systemd's `strverscmp_improved()`: versions compared segment by
 /// segment, with `~` before anything, `-` before `^` before `.`.
-pub(crate) fn strverscmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+pub fn strverscmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     use std::cmp::Ordering::Equal;
     let at = |s: &[u8], i: usize| s.get(i).copied().unwrap_or(0);
     let (mut i, mut j) = (0, 0);
@@ -776,7 +776,7 @@ fn compare(op: Op, actual: &[u8], expected: &[u8]) -> bool {
 
 /// Every expression must hold: `>=6.1`, `<7`, `6.1.*` (a glob when no
 /// operator is given).
-pub(crate) fn kernel_version(p: &[u8], release: &[u8]) -> Option<bool> {
+pub fn kernel_version(p: &[u8], release: &[u8]) -> Option<bool> {
     let unquote = Extract {
         unquote: true,
         ..Extract::default()
@@ -824,7 +824,7 @@ fn credential(p: &[u8], dirs: &[PathBuf]) -> bool {
 }
 
 /// The directories systemd looks for credentials in.
-pub(crate) fn credential_dirs() -> Vec<PathBuf> {
+pub fn credential_dirs() -> Vec<PathBuf> {
     ["CREDENTIALS_DIRECTORY", "ENCRYPTED_CREDENTIALS_DIRECTORY"]
         .iter()
         .filter_map(|v| std::env::var_os(v).map(PathBuf::from))

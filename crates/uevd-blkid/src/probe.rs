@@ -383,17 +383,7 @@ impl<'a> Probe<'a> {
     }
 }
 
-pub(crate) fn c_str(s: &[u8]) -> &[u8] {
-    match s.iter().position(|&c| c == 0) {
-        Some(end) => &s[..end],
-        None => s,
-    }
-}
-
-/// C's `isspace()` in the C locale.
-pub(crate) fn is_space(c: u8) -> bool {
-    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
-}
+pub(crate) use uevd_text::text::{c_str, is_space};
 
 pub(crate) fn rtrim(s: &[u8]) -> &[u8] {
     let end = s.iter().rposition(|&c| !is_space(c)).map_or(0, |i| i + 1);

@@ -1,7 +1,7 @@
 //! Text conversions libblkid applies to what it reads, and the two
 //! encoders udev runs on what it exports; checksums the probers verify.
 
-use super::probe::is_space;
+use uevd_text::text::{c_str, is_space};
 
 /// UTF-16 (either byte order) to UTF-8 as libblkid converts labels: it
 /// stops at a NUL character, pairs surrogates when the pair is there, and
@@ -148,7 +148,7 @@ fn whitelisted(c: u8, extra: &[u8]) -> bool {
 /// of the buffer are left after a character; the value is then what had
 /// been written (udev leaves the rest of its buffer undefined).
 pub fn encode_string(s: &[u8], size: usize) -> Vec<u8> {
-    let s = super::probe::c_str(s);
+    let s = c_str(s);
     let mut out = Vec::new();
     let mut i = 0;
     while i < s.len() {
@@ -195,7 +195,7 @@ pub fn encode_string(s: &[u8], size: usize) -> Vec<u8> {
 /// byte, control characters included). Only the first `size` bytes are
 /// looked at.
 pub fn safe_string(s: &[u8], size: usize) -> Vec<u8> {
-    let s = super::probe::c_str(s);
+    let s = c_str(s);
     let mut len = s.len().min(size);
     while len > 0 && is_space(s[len - 1]) {
         len -= 1;

@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
-use uevd_builtins::hwdb::{Config, Database};
+use uevd_hwdb::{Config, Database};
 
 struct Args {
     hwdb: PathBuf,
@@ -72,17 +72,7 @@ fn lab_keys() -> Vec<String> {
 
 fn answer(db: &Database, key: &str) -> Vec<String> {
     db.lookup(key.as_bytes())
-        .map(|v| {
-            v.into_iter()
-                .map(|(k, v)| {
-                    format!(
-                        "{}={}",
-                        String::from_utf8_lossy(k),
-                        String::from_utf8_lossy(v)
-                    )
-                })
-                .collect()
-        })
+        .map(|v| uevd_text::lines(&v))
         .unwrap_or_default()
 }
 
@@ -147,7 +137,7 @@ fn main() -> ExitCode {
     let ours = t.elapsed();
 
     // The builtin's way in: the shared handle's staleness check included.
-    let shared = uevd_builtins::hwdb::Shared::new(config.clone(), Duration::from_secs(3));
+    let shared = uevd_hwdb::Shared::new(config.clone(), Duration::from_secs(3));
     let _ = shared.get();
     let t = Instant::now();
     let mut shared_lookups = 0usize;

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use uevd_builtins::blkid::{probe_path, Options};
+use uevd_blkid::{probe_path, Options};
 
 fn usage() -> ! {
     eprintln!("usage: uevd-blkidbench [--runs N] IMAGE... | --show IMAGE...");

@@ -9,24 +9,7 @@
 use crate::sg::getopt::{self, Event, LongOpt};
 use crate::sg::{self, defer_if_denied, Node, Open, Stop, V3, V4};
 use crate::text::{c_str, encode_devnode_name, sanitize};
-use crate::{set, Builtin, Call, Failure, Properties};
-
-pub struct AtaId;
-
-impl Builtin for AtaId {
-    fn name(&self) -> &'static str {
-        "ata_id"
-    }
-
-    fn run(&self, call: &Call<'_>, out: &mut Properties) -> Result<(), Failure> {
-        if call.env.property(b"POSIXLY_CORRECT").is_some() {
-            return Err(Failure::NotApplicable(
-                "ata_id: POSIXLY_CORRECT changes option parsing".into(),
-            ));
-        }
-        run(&sg::System, call.args, out).map_err(|s| s.into_failure("ata_id"))
-    }
-}
+use crate::{set, Properties};
 
 const TIMEOUT_MS: u32 = 30 * 1000;
 const SENSE_LEN: usize = 32;
@@ -378,30 +361,14 @@ fn properties(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sg::mock::Devices;
+    use crate::sg::mock;
     use crate::sg::script::{self, Identify, Reply, Script};
     use proptest::prelude::*;
+    use uevd_text::lines;
 
     fn run_on(script: Script, args: &[&str]) -> (Result<Properties, Stop>, Vec<String>) {
-        let mut devs = Devices::default();
-        devs.nodes.insert(b"/dev/sdx".to_vec(), script);
         let argv: Vec<Vec<u8>> = args.iter().map(|s| s.as_bytes().to_vec()).collect();
-        let mut out = Properties::new();
-        let r = run(&devs, &argv, &mut out).map(|()| out);
-        let log = devs.log.borrow().clone();
-        (r, log)
-    }
-
-    fn lines(p: &Properties) -> Vec<String> {
-        p.iter()
-            .map(|(k, v)| {
-                format!(
-                    "{}={}",
-                    String::from_utf8_lossy(k),
-                    String::from_utf8_lossy(v)
-                )
-            })
-            .collect()
+        mock::run_on("/dev/sdx", script, |devs, out| run(devs, &argv, out))
     }
 
     #[test]

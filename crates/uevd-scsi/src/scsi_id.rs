@@ -11,24 +11,7 @@
 use crate::sg::getopt::{self, Event, LongOpt};
 use crate::sg::{self, defer_if_denied, Node, Open, Stop, V3, V4};
 use crate::text::{c_str, encode_devnode_name, has_control, sanitize, utf8_is_valid};
-use crate::{set, Builtin, Call, Failure, Properties};
-
-pub struct ScsiId;
-
-impl Builtin for ScsiId {
-    fn name(&self) -> &'static str {
-        "scsi_id"
-    }
-
-    fn run(&self, call: &Call<'_>, out: &mut Properties) -> Result<(), Failure> {
-        if call.env.property(b"POSIXLY_CORRECT").is_some() {
-            return Err(Failure::NotApplicable(
-                "scsi_id: POSIXLY_CORRECT changes option parsing".into(),
-            ));
-        }
-        run(&sg::System, call.args, out).map_err(|s| s.into_failure("scsi_id"))
-    }
-}
+use crate::{set, Properties};
 
 const MAX_PATH_LEN: usize = 512;
 const MAX_SERIAL_LEN: usize = 256;
@@ -1055,7 +1038,7 @@ fn export(dev: &Dev, strings: Strings, out: &mut Properties) -> Result<(), Stop>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sg::mock::Devices;
+    use crate::sg::mock;
     use crate::sg::script::{self, designator, vpd, Reply, Script};
     use proptest::prelude::*;
 
@@ -1064,24 +1047,11 @@ mod tests {
     }
 
     fn run_on(script: Script, args: &[&str]) -> (Result<Properties, Stop>, Vec<String>) {
-        let mut devs = Devices::default();
-        devs.nodes.insert(b"/dev/sdx".to_vec(), script);
-        let mut out = Properties::new();
-        let r = run(&devs, &argv(args), &mut out).map(|()| out);
-        let log = devs.log.borrow().clone();
-        (r, log)
+        mock::run_on("/dev/sdx", script, |devs, out| run(devs, &argv(args), out))
     }
 
     fn text(p: &Properties) -> String {
-        p.iter()
-            .map(|(k, v)| {
-                format!(
-                    "{}={}\n",
-                    String::from_utf8_lossy(k),
-                    String::from_utf8_lossy(v)
-                )
-            })
-            .collect()
+        uevd_text::lines(p).into_iter().map(|l| l + "\n").collect()
     }
 
     fn page(bytes: &[u8]) -> [u8; INQ_LEN] {

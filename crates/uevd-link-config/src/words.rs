@@ -12,7 +12,7 @@ use std::ffi::CString;
 
 /// How [`extract_first_word`] treats quotes and backslashes.
 #[derive(Clone, Copy, Default)]
-pub(crate) struct Extract {
+pub struct Extract {
     /// Quotes group words and are removed.
     pub unquote: bool,
     /// Backslashes are kept as they are instead of escaping what follows.
@@ -26,7 +26,9 @@ pub(crate) struct Extract {
 
 /// One word, and what follows it: Ok(None) once no word is left, Err for
 /// bad quoting or escaping (which makes systemd drop the rest of the value).
-pub(crate) fn extract_first_word(
+// Like systemd's -EINVAL, a bad word carries no detail worth a type.
+#[allow(clippy::result_unit_err)]
+pub fn extract_first_word(
     input: &mut Option<&[u8]>,
     flags: Extract,
 ) -> Result<Option<Vec<u8>>, ()> {
@@ -103,7 +105,7 @@ pub(crate) fn extract_first_word(
 
 /// Every word of a value, or Err if systemd would give up on it part way
 /// (the words before the error are then already taken: Ok part, Err rest).
-pub(crate) fn words(value: &[u8], flags: Extract) -> (Vec<Vec<u8>>, bool) {
+pub fn words(value: &[u8], flags: Extract) -> (Vec<Vec<u8>>, bool) {
     let mut rest = Some(value);
     let mut out = Vec::new();
     loop {
@@ -148,7 +150,7 @@ fn unichar_is_valid(c: u32) -> bool {
 
 /// One C escape after a backslash: the bytes it stands for and how many
 /// input bytes it used. NUL is never allowed.
-pub(crate) fn cunescape_one(s: &[u8]) -> Option<(Vec<u8>, usize)> {
+pub fn cunescape_one(s: &[u8]) -> Option<(Vec<u8>, usize)> {
     let at = |i: usize| s.get(i).copied().unwrap_or(0);
     let simple = match at(0) {
         b'a' => Some(0x07),
@@ -196,13 +198,13 @@ pub(crate) fn cunescape_one(s: &[u8]) -> Option<(Vec<u8>, usize)> {
 }
 
 /// Room for an interface name and for an alternative name, NUL included.
-pub(crate) const IFNAMSIZ: usize = 16;
-pub(crate) const ALTIFNAMSIZ: usize = 128;
+pub const IFNAMSIZ: usize = 16;
+pub const ALTIFNAMSIZ: usize = 128;
 
 /// systemd's `ifname_valid_full()`: printable ASCII without `:`, `/` and
 /// `%`, not `.`, `..`, `all` or `default`, not a number (it would read as
 /// an interface index), and short enough for the kernel.
-pub(crate) fn ifname_valid(name: &[u8], alternative: bool) -> bool {
+pub fn ifname_valid(name: &[u8], alternative: bool) -> bool {
     if name.is_empty() {
         return false;
     }
@@ -272,7 +274,7 @@ fn inet_pton(family: libc::c_int, s: &[u8]) -> Option<Vec<u8>> {
 /// `parse_hw_addr_full(s, 0)`: an IPv4 or IPv6 address (tunnels), or hex
 /// bytes separated by `:` or `-`, or hex pairs separated by `.`, of the
 /// lengths an address can have (4, 6, 16 or 20 bytes).
-pub(crate) fn parse_hw_addr(s: &[u8]) -> Option<HwAddr> {
+pub fn parse_hw_addr(s: &[u8]) -> Option<HwAddr> {
     if let Some(a) = inet_pton(libc::AF_INET, s).or_else(|| inet_pton(libc::AF_INET6, s)) {
         return Some(HwAddr(a));
     }
@@ -308,7 +310,7 @@ pub(crate) fn parse_hw_addr(s: &[u8]) -> Option<HwAddr> {
 
 /// An address as sysfs prints it (`address`: hex bytes joined by `:`, any
 /// length, empty for none).
-pub(crate) fn parse_sysfs_hw_addr(s: &[u8]) -> Option<HwAddr> {
+pub fn parse_sysfs_hw_addr(s: &[u8]) -> Option<HwAddr> {
     if s.is_empty() {
         return Some(HwAddr::default());
     }
@@ -325,7 +327,7 @@ pub(crate) fn parse_sysfs_hw_addr(s: &[u8]) -> Option<HwAddr> {
 
 /// `fnmatch(3)` with glibc's semantics (the C library's, as systemd
 /// uses it); a NUL in either makes no match.
-pub(crate) fn fnmatch(pattern: &[u8], string: &[u8], casefold: bool) -> bool {
+pub fn fnmatch(pattern: &[u8], string: &[u8], casefold: bool) -> bool {
     let (Ok(p), Ok(s)) = (CString::new(pattern), CString::new(string)) else {
         return false;
     };
@@ -336,7 +338,7 @@ pub(crate) fn fnmatch(pattern: &[u8], string: &[u8], casefold: bool) -> bool {
 
 /// systemd's `env_assignment_is_valid()`: `NAME=value` with a shell
 /// variable name and a UTF-8 value.
-pub(crate) fn env_assignment_valid(s: &[u8]) -> bool {
+pub fn env_assignment_valid(s: &[u8]) -> bool {
     let Some(eq) = s.iter().position(|&c| c == b'=') else {
         return false;
     };
@@ -349,7 +351,7 @@ pub(crate) fn env_assignment_valid(s: &[u8]) -> bool {
 }
 
 /// `parse_boolean()`.
-pub(crate) fn parse_boolean(s: &[u8]) -> Option<bool> {
+pub fn parse_boolean(s: &[u8]) -> Option<bool> {
     match s {
         b"1" | b"yes" | b"y" | b"true" | b"t" | b"on" => Some(true),
         b"0" | b"no" | b"n" | b"false" | b"f" | b"off" => Some(false),

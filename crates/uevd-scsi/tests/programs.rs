@@ -25,34 +25,9 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::rc::Rc;
-use uevd_builtins::{find_program, Call, Failure, Properties};
-use uevd_sysfs::{Device, Sysfs};
-use uevd_uevent::{Action, Uevent};
+use uevd_scsi::{Properties, Stop};
 
 const FAKEDEV_C: &str = include_str!("../src/sg/fakedev.c");
-
-struct NoEnv;
-
-impl uevd_builtins::Env for NoEnv {
-    fn property(&self, _: &[u8]) -> Option<&[u8]> {
-        None
-    }
-}
-
-/// The emulations read nothing from the device's sysfs entry: any device
-/// does for the call.
-fn any_device() -> Rc<Device> {
-    let ev = Uevent::synthesize(
-        Action::Add,
-        b"/devices/virtual/block/fake",
-        Some(b"block"),
-        b"DEVTYPE=disk\n",
-        &[],
-    )
-    .unwrap();
-    Rc::new(Device::from_event(&Sysfs::new("/sys"), ev))
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Outcome {
@@ -80,21 +55,16 @@ fn run_uevd(program: &str, args: &[String], test: bool) -> Outcome {
         .chain(args.iter().cloned())
         .map(String::into_bytes)
         .collect();
-    let device = any_device();
-    let call = Call {
-        device: &device,
-        args: &argv,
-        env: &NoEnv,
-        test,
-    };
     let mut out = Properties::new();
-    match find_program(program.as_bytes())
+    match uevd_scsi::find(program.as_bytes())
         .unwrap()
-        .run(&call, &mut out)
+        .run(&argv, test, &mut out)
     {
         Ok(()) => Outcome::Printed(render(&out)),
-        Err(Failure::Error(m)) => Outcome::Failed(m),
-        Err(Failure::NotApplicable(m)) => Outcome::Deferred(m),
+        Err(Stop::Exit(code, why)) => {
+            Outcome::Failed(format!("{program} would exit with status {code}: {why}"))
+        }
+        Err(Stop::Defer(why)) => Outcome::Deferred(format!("{program}: {why}")),
     }
 }
 

@@ -15,7 +15,6 @@ pub(crate) mod getopt;
 #[allow(dead_code)]
 pub(crate) mod script;
 
-use crate::Failure;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -329,23 +328,12 @@ impl Node for FdNode {
 
 /// How an emulation ends when it does not produce properties.
 #[derive(Debug)]
-pub(crate) enum Stop {
+pub enum Stop {
     /// The emulation cannot tell what the program would do: run it.
     Defer(String),
     /// The program would exit with this (non-zero) status and print nothing
     /// worth importing.
     Exit(i32, String),
-}
-
-impl Stop {
-    pub fn into_failure(self, program: &str) -> Failure {
-        match self {
-            Stop::Defer(why) => Failure::NotApplicable(format!("{program}: {why}")),
-            Stop::Exit(code, why) => {
-                Failure::Error(format!("{program} would exit with status {code}: {why}"))
-            }
-        }
-    }
 }
 
 /// An ioctl refused for lack of privilege says nothing about the device:
@@ -430,9 +418,25 @@ pub(crate) mod mock {
 
     use super::script::{Kind, Script};
     use super::*;
+    use crate::Properties;
     use std::cell::RefCell;
     use std::collections::HashMap;
     use std::rc::Rc;
+
+    /// Runs an emulation with `script` as the only device, at `node`:
+    /// what it returned and the requests it made.
+    pub fn run_on(
+        node: &str,
+        script: Script,
+        run: impl FnOnce(&Devices, &mut Properties) -> Result<(), Stop>,
+    ) -> (Result<Properties, Stop>, Vec<String>) {
+        let mut devs = Devices::default();
+        devs.nodes.insert(node.as_bytes().to_vec(), script);
+        let mut out = Properties::new();
+        let r = run(&devs, &mut out).map(|()| out);
+        let log = devs.log.borrow().clone();
+        (r, log)
+    }
 
     /// Paths to scripts; every request is appended to `log`.
     #[derive(Default, Clone)]
@@ -555,14 +559,13 @@ mod tests {
     #[test]
     fn programs_are_found_by_file_name() {
         for name in ["scsi_id", "ata_id", "cdrom_id"] {
-            assert_eq!(crate::find_program(name.as_bytes()).unwrap().name(), name);
+            assert_eq!(crate::find(name.as_bytes()).unwrap().name(), name);
             let path = format!("/usr/lib/udev/{name}");
-            assert_eq!(crate::find_program(path.as_bytes()).unwrap().name(), name);
+            assert_eq!(crate::find(path.as_bytes()).unwrap().name(), name);
         }
-        assert!(crate::find_program(b"scsi_id.sh").is_none());
-        assert!(crate::find_program(b"usb_id").is_none());
-        assert!(crate::find_program(b"").is_none());
-        assert!(crate::find("scsi_id".as_bytes()).is_none());
+        assert!(crate::find(b"scsi_id.sh").is_none());
+        assert!(crate::find(b"usb_id").is_none());
+        assert!(crate::find(b"").is_none());
     }
 
     #[test]

@@ -8,24 +8,7 @@
 
 use crate::sg::getopt::{self, Event, LongOpt};
 use crate::sg::{self, defer_if_denied, Known, Node, Open, Stop, V3};
-use crate::{Builtin, Call, Failure, Properties};
-
-pub struct CdromId;
-
-impl Builtin for CdromId {
-    fn name(&self) -> &'static str {
-        "cdrom_id"
-    }
-
-    fn run(&self, call: &Call<'_>, out: &mut Properties) -> Result<(), Failure> {
-        if call.env.property(b"POSIXLY_CORRECT").is_some() {
-            return Err(Failure::NotApplicable(
-                "cdrom_id: POSIXLY_CORRECT changes option parsing".into(),
-            ));
-        }
-        run(&sg::System, call.args, call.test, out).map_err(|s| s.into_failure("cdrom_id"))
-    }
-}
+use crate::Properties;
 
 const FEATURE_MO_SE: u16 = 0x03;
 const FEATURE_MO_WO: u16 = 0x04;
@@ -715,34 +698,18 @@ pub(crate) fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sg::mock::Devices;
+    use crate::sg::mock;
     use crate::sg::script::{self, disc_info, Drive, Reply, Script};
     use proptest::prelude::*;
+    use uevd_text::lines as keys;
 
     fn run_on(
         script: Script,
         args: &[&str],
         test: bool,
     ) -> (Result<Properties, Stop>, Vec<String>) {
-        let mut devs = Devices::default();
-        devs.nodes.insert(b"/dev/sr0".to_vec(), script);
         let argv: Vec<Vec<u8>> = args.iter().map(|s| s.as_bytes().to_vec()).collect();
-        let mut out = Properties::new();
-        let r = run(&devs, &argv, test, &mut out).map(|()| out);
-        let log = devs.log.borrow().clone();
-        (r, log)
-    }
-
-    fn keys(p: &Properties) -> Vec<String> {
-        p.iter()
-            .map(|(k, v)| {
-                format!(
-                    "{}={}",
-                    String::from_utf8_lossy(k),
-                    String::from_utf8_lossy(v)
-                )
-            })
-            .collect()
+        mock::run_on("/dev/sr0", script, |devs, out| run(devs, &argv, test, out))
     }
 
     #[test]

@@ -17,23 +17,12 @@ mod script;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::rc::Rc;
 use std::time::{Duration, Instant};
-use uevd_builtins::{find_program, Call, Properties};
-use uevd_sysfs::{Device, Sysfs};
-use uevd_uevent::{Action, Uevent};
+use uevd_scsi::Properties;
 
 const FAKEDEV_C: &str = include_str!("../sg/fakedev.c");
 const SDEBUG: &str = "/sys/bus/pseudo/drivers/scsi_debug";
 const CHILD_ENV: &str = "UEVD_PROGRAMBENCH_CHILD";
-
-struct NoEnv;
-
-impl uevd_builtins::Env for NoEnv {
-    fn property(&self, _: &[u8]) -> Option<&[u8]> {
-        None
-    }
-}
 
 struct Options {
     iterations: usize,
@@ -171,15 +160,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn render(p: &Properties) -> String {
-    p.iter()
-        .map(|(k, v)| {
-            format!(
-                "{}={}\n",
-                String::from_utf8_lossy(k),
-                String::from_utf8_lossy(v)
-            )
-        })
-        .collect()
+    uevd_text::lines(p).into_iter().map(|l| l + "\n").collect()
 }
 
 /// In emulated mode: how many requests one scsi_id call makes, and what
@@ -211,16 +192,7 @@ fn measure(
     mode: &str,
     fake: Option<&Path>,
 ) -> Result<(), String> {
-    let ev = Uevent::synthesize(
-        Action::Add,
-        b"/devices/virtual/block/bench",
-        Some(b"block"),
-        b"DEVTYPE=disk\n",
-        &[],
-    )
-    .map_err(|e| format!("{e:?}"))?;
-    let device = Rc::new(Device::from_event(&Sysfs::new("/sys"), ev));
-    let program = find_program(b"scsi_id").ok_or("no scsi_id emulation")?;
+    let program = uevd_scsi::find(b"scsi_id").ok_or("no scsi_id emulation")?;
     println!("mode: {mode}");
     println!("real program: {}", scsi_id.display());
     println!("{iterations} calls per disk and way; median per call\n");
@@ -236,15 +208,12 @@ fn measure(
             .chain(args.iter().copied())
             .map(|s| s.as_bytes().to_vec())
             .collect();
-        let call = Call {
-            device: &device,
-            args: &argv,
-            env: &NoEnv,
-            test: false,
-        };
         let run_in = || {
             let mut out = Properties::new();
-            program.run(&call, &mut out).map(|()| render(&out))
+            program
+                .run(&argv, false, &mut out)
+                .map(|()| render(&out))
+                .map_err(|e| format!("{e:?}"))
         };
         let run_out = || Command::new(scsi_id).args(args).output();
         // Both must agree before their costs mean anything.

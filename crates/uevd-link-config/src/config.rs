@@ -29,7 +29,7 @@ pub const DEFAULT_DIRS: &[&str] = &[
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum NamePolicy {
+pub enum NamePolicy {
     Kernel,
     Keep,
     Database,
@@ -54,7 +54,7 @@ impl NamePolicy {
     }
 
     /// The property net_id (or the hwdb) leaves the candidate name in.
-    pub(crate) fn property(self) -> Option<&'static [u8]> {
+    pub fn property(self) -> Option<&'static [u8]> {
         Some(match self {
             NamePolicy::Database => b"ID_NET_NAME_FROM_DATABASE",
             NamePolicy::Onboard => b"ID_NET_NAME_ONBOARD",
@@ -67,7 +67,7 @@ impl NamePolicy {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum MacPolicy {
+pub enum MacPolicy {
     Persistent,
     Random,
     None,
@@ -76,7 +76,7 @@ pub(crate) enum MacPolicy {
 /// The `[Match]` keys that look at the interface. Empty lists match
 /// anything.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Match {
+pub struct Match {
     pub mac: Vec<HwAddr>,
     pub permanent_mac: Vec<HwAddr>,
     pub path: Vec<Vec<u8>>,
@@ -94,7 +94,7 @@ impl Match {
 }
 
 #[derive(Clone, Debug)]
-pub(crate) struct LinkConfig {
+pub struct LinkConfig {
     pub filename: PathBuf,
     pub dropins: Vec<PathBuf>,
     pub matches: Match,
@@ -211,10 +211,10 @@ const SRIOV_KEYS: &[&str] = &[
 
 /// What reading the files went through, for the log.
 #[derive(Default)]
-pub(crate) struct Notes(pub Vec<(log::Level, String)>);
+pub struct Notes(pub Vec<(log::Level, String)>);
 
 impl Notes {
-    pub(crate) fn new() -> Notes {
+    pub fn new() -> Notes {
         Notes::default()
     }
 
@@ -241,7 +241,7 @@ fn show(s: &[u8]) -> String {
 /// directory hiding the same name in later ones. Hidden files are not
 /// configuration. Directories are named by their real path, as systemd
 /// resolves them before listing.
-pub(crate) fn conf_files(dirs: &[PathBuf], suffix: &str) -> Vec<PathBuf> {
+pub fn conf_files(dirs: &[PathBuf], suffix: &str) -> Vec<PathBuf> {
     let mut found: Vec<(Vec<u8>, PathBuf)> = Vec::new();
     for dir in dirs {
         let Ok(real) = std::fs::canonicalize(dir) else {
@@ -717,7 +717,7 @@ fn assign(
 
 /// The stat of every file that makes up the configuration, to tell when
 /// it changed.
-pub(crate) type Stamp = Vec<(PathBuf, Option<(u64, u64, i64, i64, u64)>)>;
+pub type Stamp = Vec<(PathBuf, Option<(u64, u64, i64, i64, u64)>)>;
 
 fn stat_of(path: &Path) -> Option<(u64, u64, i64, i64, u64)> {
     let m = std::fs::metadata(path).ok()?;
@@ -725,7 +725,7 @@ fn stat_of(path: &Path) -> Option<(u64, u64, i64, i64, u64)> {
 }
 
 /// The files the configuration in `dirs` is made of, with their stats.
-pub(crate) fn stamp(dirs: &[PathBuf]) -> Stamp {
+pub fn stamp(dirs: &[PathBuf]) -> Stamp {
     let mut out = Stamp::new();
     for f in conf_files(dirs, ".link") {
         for d in dropins(dirs, &f) {
@@ -739,7 +739,7 @@ pub(crate) fn stamp(dirs: &[PathBuf]) -> Stamp {
 }
 
 /// Every usable `.link` file in `dirs`, in the order they are tried.
-pub(crate) fn load(dirs: &[PathBuf], sys: &System<'_>, notes: &mut Notes) -> Vec<LinkConfig> {
+pub fn load(dirs: &[PathBuf], sys: &System<'_>, notes: &mut Notes) -> Vec<LinkConfig> {
     let mut configs = Vec::new();
     for file in conf_files(dirs, ".link") {
         let shown = file.display().to_string();
@@ -834,7 +834,7 @@ fn test_properties(patterns: &[Vec<u8>], env: &dyn Env) -> bool {
 }
 
 /// What an interface is matched on.
-pub(crate) struct Candidate<'a> {
+pub struct Candidate<'a> {
     pub ifname: &'a [u8],
     pub mac: &'a HwAddr,
     pub permanent_mac: &'a HwAddr,
@@ -846,7 +846,7 @@ pub(crate) struct Candidate<'a> {
 }
 
 impl Match {
-    pub(crate) fn matches(&self, l: &Candidate<'_>) -> bool {
+    pub fn matches(&self, l: &Candidate<'_>) -> bool {
         (self.mac.is_empty() || self.mac.contains(l.mac))
             && (self.permanent_mac.is_empty() || self.permanent_mac.contains(l.permanent_mac))
             && test_globs(&self.path, l.env.property(b"ID_PATH"))
@@ -860,7 +860,7 @@ impl Match {
 
 /// The kernel's names for hardware types (`ARPHRD_*` without the prefix),
 /// which `Type=` matches in lower case when the device has no DEVTYPE.
-pub(crate) fn arphrd_name(t: u16) -> Option<&'static str> {
+pub fn arphrd_name(t: u16) -> Option<&'static str> {
     Some(match t {
         0 => "NETROM",
         1 => "ETHER",

@@ -32,15 +32,15 @@ const IFLA_PERM_ADDRESS: u16 = 54;
 const NLA_F_NESTED: u16 = 1 << 15;
 const NLA_TYPE_MASK: u16 = !(NLA_F_NESTED | (1 << 14));
 
-pub(crate) const IFF_UP: u32 = 0x1;
-pub(crate) const IFF_LOOPBACK: u32 = 0x8;
+pub const IFF_UP: u32 = 0x1;
+pub const IFF_LOOPBACK: u32 = 0x8;
 
 /// The kernel answers at once; this only bounds a wedged socket.
 const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// An interface as RTM_GETLINK describes it.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct LinkState {
+pub struct LinkState {
     pub ifname: Vec<u8>,
     pub iftype: u16,
     pub flags: u32,
@@ -257,7 +257,7 @@ fn c_string(b: &[u8]) -> Vec<u8> {
 }
 
 /// The interface with that index. ENODEV when there is none.
-pub(crate) fn get_link(ifindex: u32) -> io::Result<LinkState> {
+pub fn get_link(ifindex: u32) -> io::Result<LinkState> {
     // RTM_GETLINK with NLM_F_ACK answers with the link, then an ack.
     let reply = match call(Message::new(RTM_GETLINK, 0, ifindex).finish()) {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
@@ -300,14 +300,14 @@ pub(crate) fn get_link(ifindex: u32) -> io::Result<LinkState> {
 }
 
 /// Sets the interface's hardware address.
-pub(crate) fn set_address(ifindex: u32, address: &HwAddr) -> io::Result<()> {
+pub fn set_address(ifindex: u32, address: &HwAddr) -> io::Result<()> {
     let mut m = Message::new(RTM_SETLINK, 0, ifindex);
     m.attr(IFLA_ADDRESS, &address.0);
     call(m.finish()).map(drop)
 }
 
 /// Adds alternative names to the interface.
-pub(crate) fn add_altnames(ifindex: u32, names: &[Vec<u8>]) -> io::Result<()> {
+pub fn add_altnames(ifindex: u32, names: &[Vec<u8>]) -> io::Result<()> {
     let mut list = Message(Vec::new());
     for n in names {
         list.attr(IFLA_ALT_IFNAME, &cstring(n));
@@ -382,7 +382,7 @@ fn ethtool(ifname: &[u8], data: *mut libc::c_void) -> io::Result<()> {
 }
 
 /// The driver's name as ethtool reports it (not always the module name).
-pub(crate) fn driver(ifname: &[u8]) -> io::Result<Vec<u8>> {
+pub fn driver(ifname: &[u8]) -> io::Result<Vec<u8>> {
     // SAFETY: DrvInfo is plain data.
     let mut info: DrvInfo = unsafe { std::mem::zeroed() };
     info.cmd = ETHTOOL_GDRVINFO;
@@ -396,7 +396,7 @@ pub(crate) fn driver(ifname: &[u8]) -> io::Result<Vec<u8>> {
 
 /// The address the hardware came with, for kernels that do not put it in
 /// RTM_NEWLINK.
-pub(crate) fn permanent_address(ifname: &[u8]) -> io::Result<HwAddr> {
+pub fn permanent_address(ifname: &[u8]) -> io::Result<HwAddr> {
     let mut pa = PermAddr {
         cmd: ETHTOOL_GPERMADDR,
         size: HwAddr::MAX_LEN as u32,

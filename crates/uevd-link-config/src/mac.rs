@@ -13,13 +13,13 @@ const HASH_KEY: [u8; 16] = [
     0xd3, 0x1e, 0x48, 0xfa, 0x90, 0xfe, 0x4b, 0x4c, 0x9d, 0xaf, 0xd5, 0xd7, 0xa1, 0xb1, 0x2e, 0x8a,
 ];
 
-pub(crate) const ARPHRD_ETHER: u16 = 1;
-pub(crate) const ARPHRD_INFINIBAND: u16 = 32;
+pub const ARPHRD_ETHER: u16 = 1;
+pub const ARPHRD_INFINIBAND: u16 = 32;
 const ETH_ALEN: usize = 6;
 const INFINIBAND_ALEN: usize = 20;
 
 /// SipHash-2-4 with a 128-bit key and a 64-bit result.
-pub(crate) fn siphash24(data: &[u8], key: &[u8; 16]) -> u64 {
+pub fn siphash24(data: &[u8], key: &[u8; 16]) -> u64 {
     let k0 = u64::from_le_bytes(key[..8].try_into().unwrap());
     let k1 = u64::from_le_bytes(key[8..].try_into().unwrap());
     let mut v = [
@@ -63,13 +63,13 @@ pub(crate) fn siphash24(data: &[u8], key: &[u8; 16]) -> u64 {
 
 /// The 64 bits a persistent address is cut from, as the bytes of the
 /// little-endian value.
-pub(crate) fn predictable_data(machine_id: &[u8; 16], name: &[u8]) -> [u8; 8] {
+pub fn predictable_data(machine_id: &[u8; 16], name: &[u8]) -> [u8; 8] {
     let input = [&machine_id[..], name].concat();
     siphash24(&input, &HASH_KEY).to_le_bytes()
 }
 
 /// The length of a hardware address of that type, 0 if uevd cannot tell.
-pub(crate) fn addr_len(iftype: u16) -> usize {
+pub fn addr_len(iftype: u16) -> usize {
     match iftype {
         ARPHRD_ETHER => ETH_ALEN,
         ARPHRD_INFINIBAND => INFINIBAND_ALEN,
@@ -83,7 +83,7 @@ pub(crate) fn addr_len(iftype: u16) -> usize {
 
 /// The bytes a generated address may choose: all of an Ethernet address,
 /// the last 8 (the GUID) of an InfiniBand one.
-pub(crate) fn generated_part(iftype: u16) -> Option<std::ops::Range<usize>> {
+pub fn generated_part(iftype: u16) -> Option<std::ops::Range<usize>> {
     match iftype {
         ARPHRD_ETHER => Some(0..ETH_ALEN),
         ARPHRD_INFINIBAND => Some(INFINIBAND_ALEN - 8..INFINIBAND_ALEN),
@@ -93,7 +93,7 @@ pub(crate) fn generated_part(iftype: u16) -> Option<std::ops::Range<usize>> {
 
 /// A generated address the kernel would take: not all zeros, and for
 /// Ethernet not broadcast.
-pub(crate) fn generated_is_valid(iftype: u16, a: &[u8]) -> bool {
+pub fn generated_is_valid(iftype: u16, a: &[u8]) -> bool {
     match iftype {
         ARPHRD_ETHER => a.iter().any(|&b| b != 0) && a.iter().any(|&b| b != 0xff),
         ARPHRD_INFINIBAND => a[INFINIBAND_ALEN - 8..].iter().any(|&b| b != 0),
@@ -105,7 +105,7 @@ pub(crate) fn generated_is_valid(iftype: u16, a: &[u8]) -> bool {
 /// or Err why none can be. A generated Ethernet address is made unicast
 /// and locally administered; a static one only unicast. InfiniBand keeps
 /// the first 12 bytes the interface has.
-pub(crate) fn verify(
+pub fn verify(
     iftype: u16,
     is_static: bool,
     current: &HwAddr,

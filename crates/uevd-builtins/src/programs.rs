@@ -1,0 +1,36 @@
+//! The registry's face of uevd-scsi's helper programs: the emulation runs
+//! there, this only turns its outcome into what `IMPORT{program}` expects.
+
+use crate::{Builtin, Call, Failure, Properties};
+use uevd_scsi::Stop;
+
+/// The emulation of the helper program of that file name.
+pub(crate) struct Emulation(pub &'static str);
+
+impl Builtin for Emulation {
+    fn name(&self) -> &'static str {
+        self.0
+    }
+
+    fn run(&self, call: &Call<'_>, out: &mut Properties) -> Result<(), Failure> {
+        let program = self.0;
+        // glibc's getopt stops permuting arguments under POSIXLY_CORRECT;
+        // the emulations parse as it does without it.
+        if call.env.property(b"POSIXLY_CORRECT").is_some() {
+            return Err(Failure::NotApplicable(format!(
+                "{program}: POSIXLY_CORRECT changes option parsing"
+            )));
+        }
+        let Some(emulation) = uevd_scsi::find(program.as_bytes()) else {
+            return Err(Failure::NotApplicable(format!("{program}: not emulated")));
+        };
+        emulation
+            .run(call.args, call.test, out)
+            .map_err(|stop| match stop {
+                Stop::Defer(why) => Failure::NotApplicable(format!("{program}: {why}")),
+                Stop::Exit(code, why) => {
+                    Failure::Error(format!("{program} would exit with status {code}: {why}"))
+                }
+            })
+    }
+}

@@ -1,0 +1,69 @@
+//! The small vocabulary udev's builtins and the subsystems behind them
+//! (blkid, hwdb, .link files, the SCSI programs) all speak: C-like number
+//! parsing, udev's fixed-buffer string limits, and property lists.
+//!
+//! It is its own crate so that those subsystems can live in crates of
+//! their own without depending on the builtin registry above them, and
+//! without each keeping a copy of helpers whose exact quirks (where a value
+//! is cut, what `strtoul` accepts) must agree everywhere.
+
+pub mod scan;
+pub mod text;
+
+/// Properties the event has so far (kernel's and those the rules set).
+pub trait Env {
+    fn property(&self, key: &[u8]) -> Option<&[u8]>;
+}
+
+/// Properties as a builtin or helper program sets them, in order.
+pub type Properties = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Sets a property the way sd-device does within one builtin run: a key set
+/// twice keeps its first position and takes the later value.
+pub fn set(out: &mut Properties, key: &str, value: impl Into<Vec<u8>>) {
+    let value = value.into();
+    match out.iter_mut().find(|(k, _)| k == key.as_bytes()) {
+        Some(slot) => slot.1 = value,
+        None => out.push((key.as_bytes().to_vec(), value)),
+    }
+}
+
+/// Properties as `KEY=VALUE` lines, the way udev's database, `udevadm
+/// test-builtin` and the helper programs' `--export` show them.
+pub fn lines<K, V>(props: &[(K, V)]) -> Vec<String>
+where
+    K: AsRef<[u8]>,
+    V: AsRef<[u8]>,
+{
+    props
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "{}={}",
+                String::from_utf8_lossy(k.as_ref()),
+                String::from_utf8_lossy(v.as_ref())
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_replaces_in_place() {
+        let mut out = Properties::new();
+        set(&mut out, "A", "1");
+        set(&mut out, "B", "2");
+        set(&mut out, "A", "3");
+        assert_eq!(
+            out,
+            vec![
+                (b"A".to_vec(), b"3".to_vec()),
+                (b"B".to_vec(), b"2".to_vec())
+            ]
+        );
+        assert_eq!(lines(&out), ["A=3", "B=2"]);
+    }
+}
