@@ -468,7 +468,7 @@ impl Daemon {
                 }
             }
             for t in targets {
-                if let Err(e) = std::fs::write(t.join("uevent"), "change") {
+                if let Err(e) = uevd_sysfs::request_uevent(&t, Action::Change, None, &[]) {
                     log::debug!("{}: {e}", t.display());
                 }
             }
