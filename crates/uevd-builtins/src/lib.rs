@@ -117,10 +117,7 @@ pub fn find_program(name: &[u8]) -> Option<&'static dyn Builtin> {
 /// The name sd-device gives a device: sysfs spells `/` in names as `!`
 /// (`cciss!c0d0`), udev turns it back.
 fn sysname(dev: &uevd_sysfs::Device) -> Vec<u8> {
-    dev.sysname()
-        .iter()
-        .map(|&c| if c == b'!' { b'/' } else { c })
-        .collect()
+    uevd_sysfs::unescape_name(dev.sysname())
 }
 
 /// An attribute as the C code uses it: a NUL-terminated string, so anything

@@ -144,11 +144,8 @@ pub(crate) fn select_scheme(cmdline: Option<&[u8]>, env: Option<&[u8]>) -> &'sta
 fn scheme() -> &'static Scheme {
     static SCHEME: OnceLock<&'static Scheme> = OnceLock::new();
     SCHEME.get_or_init(|| {
-        let cmdline = std::env::var_os("SYSTEMD_PROC_CMDLINE")
-            .map(|v| v.as_bytes().to_vec())
-            .or_else(|| std::fs::read("/proc/cmdline").ok());
         let env = std::env::var_os("NET_NAMING_SCHEME").map(|v| v.as_bytes().to_vec());
-        select_scheme(cmdline.as_deref(), env.as_deref())
+        select_scheme(uevd_host::proc_cmdline(), env.as_deref())
     })
 }
 

@@ -105,7 +105,7 @@ impl NetSetupLink {
                 self.settings
                     .cmdline
                     .clone()
-                    .or_else(condition::proc_cmdline)
+                    .or_else(|| uevd_host::proc_cmdline().map(<[u8]>::to_vec))
             })
             .as_deref()
     }

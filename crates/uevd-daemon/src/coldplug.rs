@@ -20,7 +20,7 @@ impl Daemon {
         let count = match how {
             Coldplug::Read => self.synthesize_all(Source::Coldplug, &HashSet::new()),
             Coldplug::Trigger => {
-                let n = uevd_sysfs::request_all(&self.sysfs, Action::Add.as_str().as_bytes());
+                let n = uevd_sysfs::request_all(&self.sysfs, Action::Add, None);
                 if let Err(e) = self.drain_kernel() {
                     log::warn!("reading uevents: {e}");
                 }

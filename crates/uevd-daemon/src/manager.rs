@@ -24,6 +24,7 @@ use uevd_node::DevDir;
 use uevd_queue::{EventKeys, WorkQueue};
 use uevd_sysfs::Sysfs;
 use uevd_timeline::Journal;
+use uevd_uevent::Action;
 
 pub(crate) struct Daemon {
     control_path: std::path::PathBuf,
@@ -325,7 +326,7 @@ impl Daemon {
                 }
             }
             for t in targets {
-                if let Err(e) = std::fs::write(t.join("uevent"), "change") {
+                if let Err(e) = uevd_sysfs::request_uevent(&t, Action::Change, None, &[]) {
                     log::debug!("{}: {e}", t.display());
                 }
             }

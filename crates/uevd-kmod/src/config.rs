@@ -120,7 +120,7 @@ impl Config {
             }
         }
         if let Some(cmdline) = cmdline {
-            if let Ok(text) = std::fs::read(cmdline) {
+            if let Some(text) = uevd_host::read_cmdline_file(cmdline) {
                 config.parse_kcmdline(&text);
             }
         }

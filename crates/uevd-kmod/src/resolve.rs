@@ -157,7 +157,7 @@ impl Default for ResolverOptions {
             root: PathBuf::from("/"),
             version: None,
             config: None,
-            cmdline: Some(PathBuf::from("/proc/cmdline")),
+            cmdline: Some(PathBuf::from(uevd_host::PROC_CMDLINE)),
         }
     }
 }
@@ -175,10 +175,7 @@ impl ResolverOptions {
 
 /// The running kernel's release (`uname -r`).
 pub fn running_release() -> String {
-    rustix::system::uname()
-        .release()
-        .to_string_lossy()
-        .into_owned()
+    String::from_utf8_lossy(uevd_host::kernel_release()).into_owned()
 }
 
 /// Module look-up for one kernel: its module directory and the

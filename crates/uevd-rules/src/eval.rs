@@ -246,76 +246,20 @@ fn property_line(line: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
     Some((key.to_vec(), value.to_vec()))
 }
 
-/// The architecture as systemd names it.
+/// The running kernel's architecture as systemd names it; "" where it has
+/// no name, as udev compares a missing value.
 fn arch() -> &'static str {
-    match std::env::consts::ARCH {
-        "x86_64" => "x86-64",
-        "x86" => "x86",
-        "aarch64" => "arm64",
-        "arm" => "arm",
-        "powerpc64" if cfg!(target_endian = "little") => "ppc64-le",
-        "powerpc64" => "ppc64",
-        "powerpc" => "ppc",
-        "s390x" => "s390x",
-        "riscv64" => "riscv64",
-        "loongarch64" => "loongarch64",
-        "mips64" => "mips64",
-        other => other,
-    }
+    uevd_host::architecture().unwrap_or("")
 }
 
-/// Virtualization, as systemd-detect-virt names the common cases: a
-/// container first, then the hypervisor from DMI or the CPU flags.
+/// Virtualization, as systemd-detect-virt names it.
 fn virt() -> &'static str {
-    use std::sync::OnceLock;
-    static VIRT: OnceLock<&'static str> = OnceLock::new();
-    VIRT.get_or_init(|| {
-        if let Ok(c) = std::fs::read_to_string("/run/systemd/container") {
-            return Box::leak(c.trim().to_string().into_boxed_str());
-        }
-        let dmi =
-            |f: &str| std::fs::read_to_string(format!("/sys/class/dmi/id/{f}")).unwrap_or_default();
-        let vendor = dmi("sys_vendor");
-        let product = dmi("product_name");
-        let bios = dmi("bios_vendor");
-        let any = |s: &str| [&vendor, &product, &bios].iter().any(|v| v.contains(s));
-        let known = [
-            ("KVM", "kvm"),
-            ("Amazon EC2", "amazon"),
-            ("QEMU", "qemu"),
-            ("VMware", "vmware"),
-            ("VMW", "vmware"),
-            ("innotek GmbH", "oracle"),
-            ("VirtualBox", "oracle"),
-            ("Oracle Corporation", "oracle"),
-            ("Xen", "xen"),
-            ("Bochs", "bochs"),
-            ("Parallels", "parallels"),
-            ("BHYVE", "bhyve"),
-            ("Google", "google"),
-            ("Microsoft Corporation", "microsoft"),
-        ];
-        for (needle, name) in known {
-            if any(needle) {
-                return name;
-            }
-        }
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        if cpuinfo
-            .lines()
-            .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"))
-        {
-            return "vm-other";
-        }
-        "none"
-    })
+    uevd_host::detect_virtualization().name()
 }
 
 /// A key of the kernel command line: its value, "1" when it has none.
 fn cmdline_value(key: &[u8]) -> Option<Vec<u8>> {
-    use std::sync::OnceLock;
-    static CMDLINE: OnceLock<Vec<u8>> = OnceLock::new();
-    let line = CMDLINE.get_or_init(|| std::fs::read("/proc/cmdline").unwrap_or_default());
+    let line = uevd_host::proc_cmdline().unwrap_or_default();
     let mut found = None;
     for word in split_words(line) {
         let (k, v) = match word.iter().position(|&c| c == b'=') {

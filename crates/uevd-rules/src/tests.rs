@@ -855,3 +855,34 @@ fn helper_programs_are_answered_in_process_and_recorded() {
         .collect();
     assert_eq!(runs, vec![("scsi_id", true), ("echo", false)]);
 }
+
+#[test]
+fn constants_and_command_line_are_the_hosts() {
+    let t = Tree::disk();
+    let virt = uevd_host::detect_virtualization().name();
+    let is = |k: &str, v: &str| format!(r#"CONST{{{k}}}=="{v}""#);
+    check_match(&t, SDA, &is("virt", virt), &is("virt", "no-such-virt"));
+    if let Ok(out) = std::process::Command::new("systemd-detect-virt").output() {
+        assert_eq!(virt, String::from_utf8_lossy(&out.stdout).trim());
+    }
+    // The kernel's architecture, not the one uevd was built for.
+    let arch = uevd_host::architecture().unwrap();
+    check_match(&t, SDA, &is("arch", arch), &is("arch", "no-such-arch"));
+    if uevd_host::uname().machine == b"x86_64" {
+        assert_eq!(arch, "x86-64");
+    }
+    let line = uevd_host::proc_cmdline().unwrap_or_default();
+    let Some(word) = line
+        .split(|c| c.is_ascii_whitespace())
+        .find(|w| !w.is_empty())
+    else {
+        return;
+    };
+    let key = String::from_utf8_lossy(word.split(|&c| c == b'=').next().unwrap()).to_string();
+    let rule = |k: &str, v: &str| format!("IMPORT{{cmdline}}==\"{k}\", ENV{{R}}=\"{v}\"\n");
+    let o = t.run(
+        &format!("{}{}", rule(&key, "yes"), rule("no.such.key", "no")),
+        SDA,
+    );
+    assert_eq!(prop(&o, "R"), Some("yes"), "{key}");
+}

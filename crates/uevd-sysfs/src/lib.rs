@@ -16,9 +16,11 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use uevd_uevent::{Action, ParseError, Uevent};
 
+mod names;
 mod trigger;
 mod walk;
-pub use trigger::{request_all, write_uevent};
+pub use names::{escape_name, implicit_subsystem, raw_sysname, sysname, sysnum, unescape_name};
+pub use trigger::{request_all, request_uevent, uevent_request};
 pub use walk::{walk_devices, walk_subsystems, Visit};
 
 /// A sysfs mount, usually `/sys`.
@@ -98,10 +100,7 @@ impl Sysfs {
         if bad(subsystem) || bad(sysname) {
             return None;
         }
-        let name: Vec<u8> = sysname
-            .iter()
-            .map(|&c| if c == b'/' { b'!' } else { c })
-            .collect();
+        let name = escape_name(sysname);
         let (subsystem, name) = (OsStr::from_bytes(subsystem), OsStr::from_bytes(&name));
         let candidates = [
             self.root
@@ -262,9 +261,7 @@ impl Device {
 
     /// The trailing number of the name (`sda1` → `1`), as udev's `%n`.
     pub fn sysnum(&self) -> Option<&[u8]> {
-        let name = self.sysname();
-        let digits = name.iter().rev().take_while(|c| c.is_ascii_digit()).count();
-        (digits > 0 && digits < name.len()).then(|| &name[name.len() - digits..])
+        sysnum(self.sysname())
     }
 
     pub fn subsystem(&self) -> Option<Vec<u8>> {

@@ -4,23 +4,66 @@
 
 use crate::walk::{walk_devices, walk_subsystems};
 use crate::Sysfs;
+use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::path::Path;
+use uevd_uevent::Action;
 
-/// Writes `request` into the `uevent` file of the device directory `dir`.
-pub fn write_uevent(dir: &Path, request: &[u8]) -> io::Result<()> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(dir.join("uevent"))?
-        .write_all(request)
+/// What to write into a `uevent` file to have the kernel send `action`
+/// again: `ACTION [UUID [KEY=VALUE ...]]`. Variables ride only with a
+/// UUID (the kernel takes the second word as one), and end up in the event
+/// as `SYNTH_UUID=` and `SYNTH_ARG_KEY=VALUE`.
+pub fn uevent_request(
+    action: Action,
+    uuid: Option<&str>,
+    vars: &[(&str, &str)],
+) -> io::Result<Vec<u8>> {
+    let mut out = action.as_str().as_bytes().to_vec();
+    match uuid {
+        Some(u) => {
+            out.push(b' ');
+            out.extend_from_slice(u.as_bytes());
+        }
+        None if vars.is_empty() => {}
+        None => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "uevent variables need a UUID before them",
+            ))
+        }
+    }
+    for (k, v) in vars {
+        out.push(b' ');
+        out.extend_from_slice(k.as_bytes());
+        out.push(b'=');
+        out.extend_from_slice(v.as_bytes());
+    }
+    Ok(out)
 }
 
-/// Asks the kernel to resend `request` for every subsystem and device, in
-/// udev's enumeration order. Returns how many were asked.
-pub fn request_all(sysfs: &Sysfs, request: &[u8]) -> usize {
+/// Asks the kernel to send `action` for the device (or module, bus,
+/// driver) whose sysfs directory is `dir`. One write: the kernel reads the
+/// whole request from a single call.
+pub fn request_uevent(
+    dir: &Path,
+    action: Action,
+    uuid: Option<&str>,
+    vars: &[(&str, &str)],
+) -> io::Result<()> {
+    let request = uevent_request(action, uuid, vars)?;
+    OpenOptions::new()
+        .write(true)
+        .open(dir.join("uevent"))?
+        .write_all(&request)
+}
+
+/// Asks the kernel to resend `action` for every subsystem and device, in
+/// udev's enumeration order (the daemon's `--coldplug=trigger`, and
+/// `trigger` with no filter). Returns how many were asked.
+pub fn request_all(sysfs: &Sysfs, action: Action, uuid: Option<&str>) -> usize {
     let mut n = 0;
     let mut go = |path: &Path| {
-        if path.join("subsystem").exists() && write_uevent(path, request).is_ok() {
+        if path.join("subsystem").exists() && request_uevent(path, action, uuid, &[]).is_ok() {
             n += 1;
         }
     };
@@ -50,10 +93,8 @@ mod tests {
             std::os::unix::fs::symlink("../../../../class/net", root.join(d).join("subsystem"))
                 .unwrap();
         }
-        let asked = request_all(
-            &Sysfs::new(root),
-            b"add 1b4e28ba-2fa1-11d2-883f-0016d3cca427",
-        );
+        let uuid = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
+        let asked = request_all(&Sysfs::new(root), Action::Add, Some(uuid));
         assert_eq!(asked, 2);
         let written = std::fs::read(root.join("devices/virtual/net/eth0/uevent")).unwrap();
         assert_eq!(written, b"add 1b4e28ba-2fa1-11d2-883f-0016d3cca427");
@@ -61,5 +102,27 @@ mod tests {
         assert!(std::fs::read(root.join("devices/platform/uevent"))
             .unwrap()
             .is_empty());
+    }
+
+    #[test]
+    fn uevent_requests_in_the_kernels_format() {
+        let r = |u, v: &[(&str, &str)]| uevent_request(Action::Change, u, v).unwrap();
+        assert_eq!(r(None, &[]), b"change");
+        assert_eq!(r(Some("1-2-3"), &[]), b"change 1-2-3");
+        assert_eq!(
+            r(Some("1-2-3"), &[("A", "b"), ("C", "d")]),
+            b"change 1-2-3 A=b C=d"
+        );
+        assert!(uevent_request(Action::Add, None, &[("A", "b")]).is_err());
+    }
+
+    #[test]
+    fn requests_go_into_the_uevent_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("uevent"), "").unwrap();
+        request_uevent(tmp.path(), Action::Add, Some("u"), &[]).unwrap();
+        assert_eq!(std::fs::read(tmp.path().join("uevent")).unwrap(), b"add u");
+        let gone = tmp.path().join("gone");
+        assert!(request_uevent(&gone, Action::Add, None, &[]).is_err());
     }
 }

@@ -947,9 +947,11 @@ fn a_later_event_whose_rules_set_no_mode_keeps_the_mode() {
     assert_eq!(mode(), 0o640);
     // A change event: the rule does not apply, the node keeps its mode
     // (udevd leaves what no rule and no DEVMODE speaks of).
-    std::fs::write(
-        format!("/sys/devices/virtual/block/loop{n}/uevent"),
-        "change",
+    uevd_sysfs::request_uevent(
+        std::path::Path::new(&format!("/sys/devices/virtual/block/loop{n}")),
+        uevd_uevent::Action::Change,
+        None,
+        &[],
     )
     .unwrap();
     lab.settle(uevd()).unwrap();

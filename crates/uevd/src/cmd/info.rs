@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use uevd_db::{DeviceId, Record};
-use uevd_sysfs::{link_basename, read_sysattr, walk_devices, Sysfs};
+use uevd_sysfs::{
+    implicit_subsystem, link_basename, read_sysattr, sysname, sysnum, walk_devices, Sysfs,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Query {
@@ -119,35 +121,6 @@ fn parse_u32(v: &[u8]) -> Option<u32> {
     std::str::from_utf8(v).ok()?.trim().parse().ok()
 }
 
-/// The subsystem libudev gives objects that have no `subsystem` link.
-fn implicit_subsystem(devpath: &[u8]) -> Option<Vec<u8>> {
-    let has = |needle: &[u8]| devpath.windows(needle.len()).any(|w| w == needle);
-    if devpath.starts_with(b"/module/") {
-        Some(b"module".to_vec())
-    } else if has(b"/drivers/") || devpath.ends_with(b"/drivers") {
-        Some(b"drivers".to_vec())
-    } else if devpath.starts_with(b"/bus/") || devpath.starts_with(b"/class/") {
-        Some(b"subsystem".to_vec())
-    } else {
-        None
-    }
-}
-
-/// The last devpath component, with sysfs's `!` standing for `/`.
-fn sysname(devpath: &[u8]) -> Vec<u8> {
-    let last = devpath.rsplit(|&c| c == b'/').next().unwrap_or_default();
-    last.iter()
-        .map(|&c| if c == b'!' { b'/' } else { c })
-        .collect()
-}
-
-/// The trailing number of a name. libudev wants at least two characters
-/// before it ("a1" has none), and so does this.
-fn sysnum(name: &[u8]) -> Option<&[u8]> {
-    let digits = name.iter().rev().take_while(|c| c.is_ascii_digit()).count();
-    (digits > 0 && name.len() - digits >= 2).then(|| &name[name.len() - digits..])
-}
-
 struct Ctx {
     sysfs: Sysfs,
     udev_dir: PathBuf,
@@ -176,8 +149,11 @@ impl Ctx {
         };
         let mut d = Dev {
             devpath: devpath.to_vec(),
-            subsystem: link_basename(&dir.join("subsystem"))
-                .or_else(|| (!is_device).then(|| implicit_subsystem(devpath)).flatten()),
+            subsystem: link_basename(&dir.join("subsystem")).or_else(|| {
+                (!is_device)
+                    .then(|| implicit_subsystem(devpath).map(<[u8]>::to_vec))
+                    .flatten()
+            }),
             ..Dev::default()
         };
         let mut props = vec![(b"DEVPATH".to_vec(), devpath.to_vec())];
@@ -714,7 +690,9 @@ fn attribute_walk(ctx: &Ctx, out: &mut impl Write, devpath: &[u8]) -> io::Result
             ("KERNELS", "SUBSYSTEMS", "DRIVERS", "ATTRS")
         };
         let subsys = link_basename(&dir.join("subsystem")).or_else(|| {
-            implicit_subsystem(&current).filter(|_| !current.starts_with(b"/devices/"))
+            implicit_subsystem(&current)
+                .filter(|_| !current.starts_with(b"/devices/"))
+                .map(<[u8]>::to_vec)
         });
         let kind = if first { "" } else { "parent " };
         out.write_all(format!("  looking at {kind}device '").as_bytes())?;
@@ -1311,7 +1289,9 @@ mod tests {
             format!("INFO_MAJOR={ma}\nINFO_MINOR={mi}\n")
         );
         assert_eq!(sysnum(b"loop12"), Some(&b"12"[..]));
-        assert_eq!(sysnum(b"a1"), None);
+        // sd-device (v251 on) numbers any name with a non-digit before
+        // its trailing digits.
+        assert_eq!(sysnum(b"a1"), Some(&b"1"[..]));
         assert_eq!(sysnum(b"lo"), None);
         assert_eq!(sysnum(b"123"), None);
         assert_eq!(sysname(b"/devices/x/cciss!c0d0"), b"cciss/c0d0");

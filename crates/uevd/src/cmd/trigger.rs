@@ -8,7 +8,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 use uevd_db::{Database, DeviceId};
 use uevd_glob::Pattern;
-use uevd_sysfs::{link_basename, walk_devices, walk_subsystems, write_uevent, Sysfs};
+use uevd_sysfs::{
+    implicit_subsystem, link_basename, request_uevent, walk_devices, walk_subsystems, Sysfs,
+};
 use uevd_uevent::Action;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -147,8 +149,9 @@ impl Filter {
     }
 
     fn accepts(&self, sysfs: &Sysfs, devpath: &[u8], dir: &Path) -> bool {
-        let Some(subsystem) =
-            implicit_subsystem(devpath).or_else(|| link_basename(&dir.join("subsystem")))
+        let Some(subsystem) = implicit_subsystem(devpath)
+            .map(<[u8]>::to_vec)
+            .or_else(|| link_basename(&dir.join("subsystem")))
         else {
             return false;
         };
@@ -181,22 +184,6 @@ impl Filter {
     }
 }
 
-/// Subsystem-level objects have no `subsystem` link of their own.
-fn implicit_subsystem(devpath: &[u8]) -> Option<Vec<u8>> {
-    if devpath.starts_with(b"/module/") {
-        Some(b"module".to_vec())
-    } else if devpath.starts_with(b"/bus/") {
-        let drivers = devpath.windows(9).any(|w| w == b"/drivers/");
-        Some(if drivers {
-            b"drivers".to_vec()
-        } else {
-            b"subsystem".to_vec()
-        })
-    } else {
-        None
-    }
-}
-
 pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
     let sysfs = Sysfs::new(&roots.sys);
     let filter = Filter::new(&o, roots)?;
@@ -216,7 +203,6 @@ pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
     if o.uuid {
         println!("{uuid}");
     }
-    let request = format!("{} {uuid}", o.action);
     let progress = std::io::stderr().is_terminal() && !o.dry_run && !o.verbose;
     let total = targets.len();
     let mut failed = 0;
@@ -229,10 +215,10 @@ pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
         if o.dry_run {
             continue;
         }
-        if let Err(e) = write_uevent(dir, request.as_bytes()) {
+        if let Err(e) = request_uevent(dir, o.action, Some(&uuid), &[]) {
             // Old kernels do not take a UUID: ask plainly.
             let plain = e.raw_os_error() == Some(libc::EINVAL)
-                && write_uevent(dir, o.action.as_str().as_bytes()).is_ok();
+                && request_uevent(dir, o.action, None, &[]).is_ok();
             if !plain {
                 failed += 1;
                 log::warn!("{}: {e}", String::from_utf8_lossy(devpath));
@@ -266,19 +252,5 @@ mod tests {
         assert_eq!(&u[14..15], "4");
         assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"));
         assert_ne!(u, new_uuid());
-    }
-
-    #[test]
-    fn subsystem_objects_have_implicit_subsystems() {
-        assert_eq!(
-            implicit_subsystem(b"/module/loop"),
-            Some(b"module".to_vec())
-        );
-        assert_eq!(implicit_subsystem(b"/bus/pci"), Some(b"subsystem".to_vec()));
-        assert_eq!(
-            implicit_subsystem(b"/bus/pci/drivers/e1000"),
-            Some(b"drivers".to_vec())
-        );
-        assert_eq!(implicit_subsystem(b"/devices/x"), None);
     }
 }
