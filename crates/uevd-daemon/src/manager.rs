@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use uevd_control::{Listener, Reply, Request};
 use uevd_db::{Database, QueueFlag};
-use uevd_netlink::{Broadcaster, Received, UeventSocket};
+use uevd_netlink::{Broadcaster, RateLimit, Received, UeventSocket};
 use uevd_node::DevDir;
 use uevd_queue::{EventKeys, WorkQueue};
 use uevd_sysfs::Sysfs;
@@ -35,6 +35,7 @@ pub(crate) struct Daemon {
     started: Instant,
     overflows: u64,
     rejected: u64,
+    rejected_log: RateLimit,
     rules_config: uevd_rules::Config,
     /// When the rules files were last compared with what is loaded.
     rules_checked: Instant,
@@ -146,6 +147,7 @@ pub fn run(config: Config) -> io::Result<()> {
         started: Instant::now(),
         overflows: 0,
         rejected: 0,
+        rejected_log: RateLimit::new(10, std::time::Duration::from_secs(1)),
         rules_config,
         rules_checked: Instant::now(),
         drain: Arc::new(Drain::new()?),
@@ -298,7 +300,15 @@ impl Daemon {
                 }
                 Received::Rejected(why) => {
                     self.rejected += 1;
-                    log::warn!("dropped a uevent: {why}");
+                    // Whoever forges events can send many: every one is
+                    // counted, not every one is logged.
+                    match self.rejected_log.check(Instant::now()) {
+                        Some(0) => log::warn!("dropped a uevent: {why}"),
+                        Some(held) => log::warn!(
+                            "dropped a uevent: {why} ({held} more dropped and not shown)"
+                        ),
+                        None => {}
+                    }
                 }
                 Received::Overflow => return Ok((batch, true)),
                 Received::WouldBlock => return Ok((batch, false)),

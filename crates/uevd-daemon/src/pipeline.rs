@@ -251,7 +251,9 @@ impl Processor {
         let gid = rules.gid.or_else(|| ev.get(b"DEVGID").and_then(parse_dec));
         let mode = rules
             .mode
-            .or_else(|| ev.get(b"DEVMODE").and_then(parse_octal))
+            // The kernel's mode is for permissions only: a setuid, setgid
+            // or sticky bit on a device node is never what it means.
+            .or_else(|| ev.get(b"DEVMODE").and_then(parse_octal).map(|m| m & 0o777))
             .or_else(|| gid.filter(|&g| g > 0).map(|_| 0o660));
         Permissions { uid, gid, mode }
     }

@@ -260,3 +260,18 @@ fn a_record_left_by_an_earlier_run_is_picked_up_not_duplicated() {
     assert!(t.record("b7:8").is_none());
     assert_eq!(t.link("test/loop8"), None);
 }
+
+#[test]
+fn a_kernel_mode_with_setuid_bits_gives_only_the_permission_bits() {
+    assert!(root(), "creating device nodes needs root");
+    let mut t = Tree::new();
+    add_device(
+        &t.sys,
+        "/devices/virtual/mem/odd",
+        "mem",
+        "MAJOR=1\nMINOR=3\nDEVNAME=odd\nDEVMODE=6777\n",
+    );
+    t.event(Action::Add, "/devices/virtual/mem/odd");
+    let mode = std::fs::metadata(t.dev.join("odd")).unwrap().mode();
+    assert_eq!(mode & 0o7777, 0o777, "{mode:o}");
+}

@@ -5,6 +5,7 @@
 //! Matching works on bytes and never backtracks more than once per `*`, so
 //! a match costs O(pattern × text) at worst and never recurses.
 
+pub mod file;
 pub mod fnmatch;
 
 /// A compiled pattern.

@@ -404,7 +404,7 @@ pub fn source_files(dirs: &[PathBuf]) -> Vec<PathBuf> {
 pub fn compile_files(files: &[PathBuf]) -> Vec<u8> {
     let mut b = Builder::default();
     for (n, path) in files.iter().enumerate() {
-        let text = std::fs::read(path).unwrap_or_default();
+        let text = uevd_glob::file::read_regular(path).unwrap_or_default();
         b.add_file(path_bytes(path), &text, (n + 1) as u16);
     }
     b.finish()

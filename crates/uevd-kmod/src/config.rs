@@ -87,6 +87,11 @@ pub struct Config {
     pub errors: Vec<ConfigError>,
 }
 
+fn is_char_device(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_char_device())
+}
+
 impl Config {
     /// Reads the configuration: `paths` (files or directories; None for
     /// [`DEFAULT_DIRS`]), the module directory's modules.softdep, and the
@@ -112,11 +117,24 @@ impl Config {
             config.list_path(&mut list, path);
         }
         for (_, path) in list {
-            // A file that went away or cannot be opened is skipped as
-            // libkmod skips it.
-            if let Ok(text) = std::fs::read(&path) {
-                config.parse(&path, &text);
-                config.files.push(path);
+            match uevd_glob::file::read_regular(&path) {
+                Ok(text) => {
+                    config.parse(&path, &text);
+                    config.files.push(path);
+                }
+                // A link to /dev/null masks the name: read, and empty.
+                Err(_) if is_char_device(&path) => config.files.push(path),
+                // A FIFO would have blocked module loading for good.
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+                    config.errors.push(ConfigError {
+                        path,
+                        line: 0,
+                        message: format!("{e}; skipped"),
+                    })
+                }
+                // A file that went away or cannot be opened is skipped as
+                // libkmod skips it.
+                Err(_) => {}
             }
         }
         if let Some(cmdline) = cmdline {
@@ -760,5 +778,21 @@ mod tests {
         let c = Config::load(Some(&paths), None, None);
         assert_eq!(c.blacklist, ["second", "first", "third"]);
         assert_eq!(c.errors.len(), 1, "{:?}", c.errors);
+    }
+
+    #[test]
+    fn a_fifo_is_reported_and_skipped_without_blocking() {
+        let a = tempfile::tempdir().unwrap();
+        std::fs::write(a.path().join("10-x.conf"), "blacklist kept\n").unwrap();
+        let fifo = a.path().join("20-fifo.conf");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let looped = a.path().join("30-loop.conf");
+        std::os::unix::fs::symlink(&looped, &looped).unwrap();
+        let c = Config::load(Some(&[a.path().to_owned()]), None, None);
+        assert_eq!(c.blacklist, ["kept"]);
+        assert_eq!(c.errors.len(), 1, "{:?}", c.errors);
+        assert_eq!(c.errors[0].path, fifo);
+        assert!(c.errors[0].message.contains("FIFO"), "{:?}", c.errors);
     }
 }

@@ -323,7 +323,7 @@ const LONG_LINE_MAX: usize = 1024 * 1024;
 /// Reads one file into `config`. Err means the whole `.link` file (with
 /// its drop-ins) is to be ignored, as systemd does for syntax errors.
 fn parse_file(path: &Path, config: &mut LinkConfig, notes: &mut Notes) -> Result<(), String> {
-    let text = match std::fs::read(path) {
+    let text = match uevd_glob::file::read_regular(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(format!("cannot read: {e}")),

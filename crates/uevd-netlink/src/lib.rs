@@ -20,7 +20,9 @@ use std::io::{self, IoSliceMut};
 use std::mem::MaybeUninit;
 use uevd_uevent::{monitor, ParseError, Uevent, MAX_MESSAGE};
 
+pub mod ratelimit;
 pub mod rtnl;
+pub use ratelimit::RateLimit;
 pub use rtnl::{rename_interface, valid_interface_name};
 
 /// The kernel's multicast group.

@@ -94,19 +94,36 @@ pub enum NodeErrorKind {
     Io(Errno),
 }
 
+/// The most of a name an error message shows: names come from uevents
+/// and rules, and a 4 KiB one in every warning only buries the log.
+const SHOWN_NAME_MAX: usize = 256;
+
+/// `name`, cut to SHOWN_NAME_MAX bytes (at a character boundary) with
+/// its full length said when it was cut.
+fn shown(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.len() <= SHOWN_NAME_MAX {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut end = SHOWN_NAME_MAX;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}... ({} bytes)", &name[..end], name.len()))
+}
+
 impl fmt::Display for NodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = shown(&self.name);
         match &self.kind {
-            NodeErrorKind::BadName => write!(f, "refusing unsafe name '{}'", self.name),
+            NodeErrorKind::BadName => write!(f, "refusing unsafe name '{name}'"),
             NodeErrorKind::Planted => write!(
                 f,
-                "refusing to follow '{}': not the expected file (planted symlink?)",
-                self.name
+                "refusing to follow '{name}': not the expected file (planted symlink?)"
             ),
             NodeErrorKind::Occupied => {
-                write!(f, "'{}' exists and is not a symlink; leaving it", self.name)
+                write!(f, "'{name}' exists and is not a symlink; leaving it")
             }
-            NodeErrorKind::Io(e) => write!(f, "{}: {e}", self.name),
+            NodeErrorKind::Io(e) => write!(f, "{name}: {e}"),
         }
     }
 }
@@ -588,6 +605,21 @@ mod tests {
 
     fn root() -> bool {
         rustix::process::geteuid().is_root()
+    }
+
+    #[test]
+    fn an_overlong_name_is_cut_short_in_messages() {
+        let long = "é".repeat(3000);
+        let e = err(long.as_bytes(), NodeErrorKind::BadName);
+        let m = e.to_string();
+        assert!(m.len() < 300, "{} bytes", m.len());
+        assert!(m.contains("... (6000 bytes)"), "{m}");
+        assert_eq!(e.name.len(), 6000);
+        let e = err(b"fake/ok", NodeErrorKind::Occupied);
+        assert_eq!(
+            e.to_string(),
+            "'fake/ok' exists and is not a symlink; leaving it"
+        );
     }
 
     #[test]

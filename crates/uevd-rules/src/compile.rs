@@ -237,6 +237,12 @@ impl Kind {
         }
     }
 
+    /// A match (`==`, `!=` keys and PROGRAM, IMPORT, TEST): failing one
+    /// only means the line does not apply.
+    pub fn is_match(&self) -> bool {
+        self.rank() <= 25
+    }
+
     pub fn is_parent(&self) -> bool {
         (12..=16).contains(&self.rank())
     }
@@ -350,7 +356,7 @@ fn parse_mode(v: &[u8]) -> Option<u32> {
     u32::from_str_radix(s, 8).ok().filter(|&m| m <= 0o7777)
 }
 
-fn parse_id(v: &[u8]) -> Option<u32> {
+pub(crate) fn parse_id(v: &[u8]) -> Option<u32> {
     let s = std::str::from_utf8(v).ok()?;
     if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
         return None;
@@ -704,7 +710,8 @@ impl Compiler<'_> {
                     inverted = inv;
                     Kind::Tag(c)
                 } else {
-                    Kind::SetTag(self.template(t, true))
+                    // TAG="" is udev's way to clear the tags.
+                    Kind::SetTag(self.template(t, false))
                 }
             }
             b"ATTR" | b"ATTRS" | b"SYSCTL" => {
@@ -891,7 +898,23 @@ impl Compiler<'_> {
                 }
                 match parse_mode(&t.value) {
                     Some(m) => Kind::ModeId(m),
-                    None => Kind::Mode(self.template(t, true)),
+                    None => {
+                        let tpl = self.template(t, true);
+                        if tpl.is_plain() && !t.value.is_empty() {
+                            // udev would fail to parse it at every event:
+                            // say so once, here.
+                            self.report(
+                                t.value_at,
+                                Severity::Error,
+                                format!(
+                                    "MODE: invalid mode \"{}\", ignored",
+                                    String::from_utf8_lossy(&t.value)
+                                ),
+                            );
+                            return Ok(None);
+                        }
+                        Kind::Mode(tpl)
+                    }
                 }
             }
             b"SECLABEL" => {
@@ -925,6 +948,15 @@ impl Compiler<'_> {
                     return bad_op();
                 }
                 let goto = key == b"GOTO";
+                if t.value.is_empty() {
+                    // No GOTO can name it, and a GOTO="" can reach nothing.
+                    self.report(
+                        t.value_at,
+                        Severity::Error,
+                        format!("{name}: empty label, ignored"),
+                    );
+                    return Ok(None);
+                }
                 let slot = if goto {
                     &mut line.goto_label
                 } else {

@@ -17,6 +17,29 @@ use uevd_uevent::Action;
 /// Characters kept in program output and attribute values used in names.
 const ALLOWED_CHARS_INPUT: &[u8] = b"/ $%?,";
 
+/// The buffers udev 252 substitutes into (udev-util.h), NUL included: a
+/// value that does not fit leaves its key unapplied (an assignment) or
+/// unmatched (a match), as udev does, which also keeps rules that feed a
+/// value back into itself from growing it without bound.
+const NAME_SIZE: usize = 512;
+const PATH_SIZE: usize = 1024;
+const LINE_SIZE: usize = 16384;
+
+/// The device's name as udev gives it to rules: the kernel writes a '/'
+/// in a name as '!' (cciss!c0d0), sd-device turns it back.
+fn kernel_name(dev: &Device) -> std::borrow::Cow<'_, [u8]> {
+    let name = dev.sysname();
+    if name.contains(&b'!') {
+        std::borrow::Cow::Owned(
+            name.iter()
+                .map(|&c| if c == b'!' { b'/' } else { c })
+                .collect(),
+        )
+    } else {
+        std::borrow::Cow::Borrowed(name)
+    }
+}
+
 /// What the rules see of other devices: their database records.
 pub trait Store {
     /// The record of a device other than the event's (a parent), if it
@@ -178,6 +201,8 @@ struct State<'a> {
     log_rules: bool,
     programs: Vec<ProgramRun>,
     warnings: Vec<String>,
+    /// (file, line) of the line being applied.
+    place: (u32, u32),
 }
 
 /// Builtins whose result for an event does not change when called again.
@@ -314,6 +339,51 @@ impl<'a> State<'a> {
         self.warnings.push(m);
     }
 
+    /// `t` expanded, if it fits in a udev buffer of `size` bytes. An
+    /// assignment that does not fit warns once per rule line for the life
+    /// of the rules (every event would hit it again); `uevd test` always
+    /// shows it. A match that does not fit just fails, as in udev.
+    fn bounded(
+        &mut self,
+        token: &Token,
+        t: &Template,
+        replace_ws: bool,
+        size: usize,
+    ) -> Option<Vec<u8>> {
+        let v = self.expand(t, replace_ws);
+        if v.len() < size {
+            return Some(v);
+        }
+        if !token.kind.is_match() {
+            self.overflow(token, v.len(), size);
+        }
+        None
+    }
+
+    fn overflow(&mut self, token: &Token, len: usize, size: usize) {
+        let first = self
+            .rules
+            .overflowed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(self.place);
+        if first || self.test {
+            let place = format!(
+                "{}:{}",
+                self.rules.files[self.place.0 as usize], self.place.1
+            );
+            let m = format!(
+                "{place}: {}: the value would be {len} bytes, more than udev's {}; not applied",
+                token.text,
+                size - 1
+            );
+            if first {
+                log::warn!("{m}");
+            }
+            self.warnings.push(m);
+        }
+    }
+
     fn sysfs_root(&self) -> PathBuf {
         // The device's path minus its devpath: the sysfs root in use.
         let sp = self.dev.syspath().as_os_str().as_bytes();
@@ -427,17 +497,17 @@ impl<'a> State<'a> {
         match s {
             Subst::Devnode => dev
                 .devname()
-                .map(|n| [&b"/dev/"[..], n].concat())
+                .map(|n| [&self.rules.dev_root[..], b"/", n].concat())
                 .unwrap_or_default(),
             Subst::Attr(name) => {
                 let value = if name.first() == Some(&b'[') {
                     self.read_subsys_attr(name)
                 } else {
-                    dev.attr(name).map(|v| v.to_vec()).or_else(|| {
+                    dev.sysattr(name).map(|v| v.to_vec()).or_else(|| {
                         self.matched_parent
                             .as_ref()
                             .filter(|p| p.devpath() != dev.devpath())
-                            .and_then(|p| p.attr(name).map(|v| v.to_vec()))
+                            .and_then(|p| p.sysattr(name).map(|v| v.to_vec()))
                     })
                 };
                 let mut v = trim_end(&value.unwrap_or_default()).to_vec();
@@ -445,7 +515,7 @@ impl<'a> State<'a> {
                 v
             }
             Subst::Env(key) => self.props.get(key).map(<[u8]>::to_vec).unwrap_or_default(),
-            Subst::Kernel => dev.sysname().to_vec(),
+            Subst::Kernel => kernel_name(dev).into_owned(),
             Subst::Number => dev.sysnum().map(<[u8]>::to_vec).unwrap_or_default(),
             Subst::Driver => self
                 .matched_parent
@@ -456,7 +526,7 @@ impl<'a> State<'a> {
             Subst::Id => self
                 .matched_parent
                 .as_ref()
-                .map(|p| p.sysname().to_vec())
+                .map(|p| kernel_name(p).into_owned())
                 .unwrap_or_default(),
             Subst::Major => dev
                 .devnum()
@@ -481,11 +551,11 @@ impl<'a> State<'a> {
                 } else if let Some(n) = dev.devname() {
                     n.to_vec()
                 } else {
-                    dev.sysname().to_vec()
+                    kernel_name(dev).into_owned()
                 }
             }
             Subst::Links => self.links.join(&b' '),
-            Subst::Root => b"/dev".to_vec(),
+            Subst::Root => self.rules.dev_root.clone(),
             Subst::Sys => b"/sys".to_vec(),
         }
     }
@@ -510,10 +580,13 @@ impl<'a> State<'a> {
 
     fn attr_value(&mut self, dev: &Device, name: &AttrName) -> Option<Vec<u8>> {
         match name {
-            AttrName::Plain(n) => dev.attr(n).map(|v| v.to_vec()),
+            AttrName::Plain(n) => dev.sysattr(n).map(|v| v.to_vec()),
             AttrName::Format(t) => {
                 let n = self.expand(t, false);
-                dev.attr(&n).map(|v| v.to_vec())
+                if n.len() >= NAME_SIZE {
+                    return None;
+                }
+                dev.sysattr(&n).map(|v| v.to_vec())
             }
             AttrName::Subsys(spec) => self.read_subsys_attr(spec),
         }
@@ -531,7 +604,7 @@ impl<'a> State<'a> {
     /// A match of the event device or, for parent keys, of `dev`.
     fn matches_on(&mut self, token: &Token, dev: &Rc<Device>) -> bool {
         match &token.kind {
-            Kind::ParentKernel(c) => self.compare(token, c, Some(dev.sysname())),
+            Kind::ParentKernel(c) => self.compare(token, c, Some(&kernel_name(dev))),
             Kind::ParentSubsystem(c) => {
                 let s = dev.subsystem();
                 self.compare(token, c, s.as_deref())
@@ -561,7 +634,7 @@ impl<'a> State<'a> {
                 self.compare(token, c, Some(dev.event().action().as_str().as_bytes()))
             }
             Kind::Devpath(c) => self.compare(token, c, Some(dev.devpath())),
-            Kind::Kernel(c) => self.compare(token, c, Some(dev.sysname())),
+            Kind::Kernel(c) => self.compare(token, c, Some(&kernel_name(dev))),
             Kind::Devlink(c) => {
                 let links = self.links.clone();
                 self.compare_any(token, c, links.iter().map(|l| l.as_slice()))
@@ -595,7 +668,9 @@ impl<'a> State<'a> {
                 None => false,
             },
             Kind::Sysctl(name, c) => {
-                let n = self.expand(name, false);
+                let Some(n) = self.bounded(token, name, false, PATH_SIZE) else {
+                    return false;
+                };
                 let v = std::fs::read(sysctl_path(&n)).ok();
                 let v = v.as_deref().map(|v| v.trim_ascii());
                 self.compare(token, c, v)
@@ -606,7 +681,9 @@ impl<'a> State<'a> {
             | Kind::ParentAttr(..)
             | Kind::ParentTag(_) => unreachable!("parent keys are applied as a group"),
             Kind::Test(path, mode) => {
-                let p = self.expand(path, false);
+                let Some(p) = self.bounded(token, path, false, PATH_SIZE) else {
+                    return false;
+                };
                 let full = if p.starts_with(b"/") {
                     Some(p)
                 } else if p.starts_with(b"[") {
@@ -631,7 +708,9 @@ impl<'a> State<'a> {
             }
             Kind::Program(cmd) => {
                 self.program_result = None;
-                let command = self.expand(cmd, false);
+                let Some(command) = self.bounded(token, cmd, false, LINE_SIZE) else {
+                    return false;
+                };
                 match self.run_program(&command) {
                     Ok(out) => {
                         let mut r = out;
@@ -649,7 +728,9 @@ impl<'a> State<'a> {
                 }
             }
             Kind::ImportProgram(cmd) => {
-                let command = self.expand(cmd, false);
+                let Some(command) = self.bounded(token, cmd, false, LINE_SIZE) else {
+                    return false;
+                };
                 match self.run_program(&command) {
                     Ok(out) => {
                         for line in out.split(|&c| c == b'\n') {
@@ -666,7 +747,9 @@ impl<'a> State<'a> {
                 }
             }
             Kind::ImportFile(path) => {
-                let p = self.expand(path, false);
+                let Some(p) = self.bounded(token, path, false, PATH_SIZE) else {
+                    return false;
+                };
                 match std::fs::read(OsStr::from_bytes(&p)) {
                     Ok(text) => {
                         for line in text.split(|&c| c == b'\n') {
@@ -686,7 +769,9 @@ impl<'a> State<'a> {
                     return failed == (op == Op::NoMatch);
                 }
                 self.builtins_ran |= bit;
-                let command = self.expand(cmd, false);
+                let Some(command) = self.bounded(token, cmd, false, LINE_SIZE) else {
+                    return false;
+                };
                 let ok = self.run_builtin(name, &command, token);
                 if !ok {
                     self.builtins_failed |= bit;
@@ -716,7 +801,9 @@ impl<'a> State<'a> {
                 None => op == Op::NoMatch,
             },
             Kind::ImportParent(pattern) => {
-                let p = self.expand(pattern, false);
+                let Some(p) = self.bounded(token, pattern, false, PATH_SIZE) else {
+                    return false;
+                };
                 let pattern = uevd_glob::Pattern::new(&p);
                 let Some(parent) = dev.parent() else {
                     return op == Op::NoMatch;
@@ -808,7 +895,9 @@ impl<'a> State<'a> {
             Kind::Mode(t) => {
                 if !self.mode_final {
                     self.mode_final = op == Op::AssignFinal;
-                    let m = self.expand(t, false);
+                    let Some(m) = self.bounded(token, t, false, NAME_SIZE) else {
+                        return true;
+                    };
                     match std::str::from_utf8(&m)
                         .ok()
                         .and_then(|s| u32::from_str_radix(s, 8).ok())
@@ -849,8 +938,16 @@ impl<'a> State<'a> {
                 true
             }
             Kind::SetTag(t) => {
-                let tag = self.expand(t, false);
-                if !tag_valid(&tag) {
+                let Some(tag) = self.bounded(token, t, false, PATH_SIZE) else {
+                    return true;
+                };
+                // Cleared before the name is judged, as udev does: TAG=""
+                // clears the tags, and leaves the empty name that
+                // TAGS=="|foo" matches.
+                if op == Op::Assign {
+                    self.tags.clear();
+                }
+                if !tag.is_empty() && !tag_valid(&tag) {
                     self.warn(
                         token,
                         format!("invalid tag \"{}\"", String::from_utf8_lossy(&tag)),
@@ -860,9 +957,6 @@ impl<'a> State<'a> {
                 match op {
                     Op::Remove => self.tags.retain(|x| *x != tag),
                     _ => {
-                        if op == Op::Assign {
-                            self.tags.clear();
-                        }
                         if !self.tags.contains(&tag) {
                             self.tags.push(tag);
                         }
@@ -872,7 +966,9 @@ impl<'a> State<'a> {
             }
             Kind::StaticNode(_) => true,
             Kind::Seclabel(key, t) => {
-                let mut v = self.expand(t, false);
+                let Some(mut v) = self.bounded(token, t, false, LINE_SIZE) else {
+                    return true;
+                };
                 if v.is_empty() {
                     v = t.as_plain().unwrap_or_default();
                 }
@@ -897,7 +993,12 @@ impl<'a> State<'a> {
                         value.push(b' ');
                     }
                 }
-                let mut new = self.expand(t, false);
+                // The old value and the new one share one buffer.
+                let Some(mut new) =
+                    self.bounded(token, t, false, NAME_SIZE.saturating_sub(value.len()))
+                else {
+                    return true;
+                };
                 if self.esc == Escape::Replace {
                     replace_chars(&mut new, b"");
                 }
@@ -914,7 +1015,9 @@ impl<'a> State<'a> {
                     self.warn(token, "only network interfaces can be renamed".into());
                     return true;
                 }
-                let mut name = self.expand(t, false);
+                let Some(mut name) = self.bounded(token, t, false, PATH_SIZE) else {
+                    return true;
+                };
                 if self.esc != Escape::None {
                     for c in name.iter_mut() {
                         if !ifname_valid_char(*c) {
@@ -935,7 +1038,10 @@ impl<'a> State<'a> {
                 if matches!(op, Op::Assign | Op::AssignFinal) {
                     self.links.clear();
                 }
-                let mut v = self.expand(t, self.esc != Escape::None);
+                let Some(mut v) = self.bounded(token, t, self.esc != Escape::None, PATH_SIZE)
+                else {
+                    return true;
+                };
                 match self.esc {
                     Escape::Unset => {
                         replace_chars(&mut v, b"/ ");
@@ -946,7 +1052,11 @@ impl<'a> State<'a> {
                     Escape::None => {}
                 }
                 for word in split_words(&v) {
-                    let link = word.strip_prefix(b"/dev/").unwrap_or(word);
+                    let link = word
+                        .strip_prefix(&self.rules.dev_root[..])
+                        .and_then(|l| l.strip_prefix(b"/"))
+                        .or_else(|| word.strip_prefix(b"/dev/"))
+                        .unwrap_or(word);
                     let link = link.trim_ascii_start();
                     if link.is_empty() {
                         continue;
@@ -964,7 +1074,9 @@ impl<'a> State<'a> {
                     AttrName::Subsys(spec) => self.subsys_path(spec),
                     AttrName::Plain(n) => Some(dev.syspath().join(OsStr::from_bytes(n))),
                     AttrName::Format(f) => {
-                        let n = self.expand(f, false);
+                        let Some(n) = self.bounded(token, f, false, PATH_SIZE) else {
+                            return true;
+                        };
                         Some(dev.syspath().join(OsStr::from_bytes(&n)))
                     }
                 };
@@ -979,7 +1091,9 @@ impl<'a> State<'a> {
                     self.warn(token, "an attribute path may not contain '..'".into());
                     return true;
                 }
-                let value = self.expand(t, false);
+                let Some(value) = self.bounded(token, t, false, NAME_SIZE) else {
+                    return true;
+                };
                 if !self.test {
                     if let Err(e) = std::fs::write(OsStr::from_bytes(&path), &value) {
                         let m = format!(
@@ -993,8 +1107,12 @@ impl<'a> State<'a> {
                 true
             }
             Kind::SetSysctl(name, t) => {
-                let n = self.expand(name, false);
-                let value = self.expand(t, false);
+                let Some(n) = self.bounded(token, name, false, PATH_SIZE) else {
+                    return true;
+                };
+                let Some(value) = self.bounded(token, t, false, NAME_SIZE) else {
+                    return true;
+                };
                 let path = sysctl_path(&n);
                 if n.split(|&c| c == b'/' || c == b'.').any(|c| c == b"..") {
                     self.warn(token, "a sysctl name may not contain '..'".into());
@@ -1016,7 +1134,9 @@ impl<'a> State<'a> {
                 if matches!(op, Op::Assign | Op::AssignFinal) {
                     self.run.clear();
                 }
-                let cmd = self.expand(t, false);
+                let Some(cmd) = self.bounded(token, t, false, LINE_SIZE) else {
+                    return true;
+                };
                 self.run.push(Run::Builtin(name, cmd));
                 true
             }
@@ -1028,7 +1148,9 @@ impl<'a> State<'a> {
                 if matches!(op, Op::Assign | Op::AssignFinal) {
                     self.run.clear();
                 }
-                let cmd = self.expand(t, false);
+                let Some(cmd) = self.bounded(token, t, false, LINE_SIZE) else {
+                    return true;
+                };
                 self.run.push(Run::Program(cmd));
                 true
             }
@@ -1038,7 +1160,11 @@ impl<'a> State<'a> {
     /// A user or group name that only the event can tell (it has
     /// substitutions), looked up now.
     fn resolve(&mut self, token: &Token, t: &Template, group: bool) -> Option<u32> {
-        let name = self.expand(t, false);
+        let name = self.bounded(token, t, false, NAME_SIZE)?;
+        // A number is the id itself, as udev's get_user_creds takes it.
+        if let Some(id) = crate::compile::parse_id(&name) {
+            return Some(id);
+        }
         let users = &self.rules.users;
         let id = if group {
             users.gid(&name)
@@ -1158,12 +1284,18 @@ impl<'a> State<'a> {
             let l: Vec<Vec<u8>> = self
                 .links
                 .iter()
-                .map(|l| [&b"/dev/"[..], l].concat())
+                .map(|l| [&self.rules.dev_root[..], b"/", l].concat())
                 .collect();
             env.push((b"DEVLINKS".to_vec(), l.join(&b' ')));
         }
-        if !self.tags.is_empty() {
-            let t = [&b":"[..], &self.tags.join(&b':'), b":"].concat();
+        let tags: Vec<&[u8]> = self
+            .tags
+            .iter()
+            .filter(|t| !t.is_empty())
+            .map(|t| t.as_slice())
+            .collect();
+        if !tags.is_empty() {
+            let t = [&b":"[..], &tags.join(&b':'), b":"].concat();
             env.push((b"TAGS".to_vec(), t.clone()));
             env.push((b"CURRENT_TAGS".to_vec(), t));
         }
@@ -1173,6 +1305,7 @@ impl<'a> State<'a> {
     /// Runs a line; returns where a GOTO sends the event, if it does.
     fn apply_line(&mut self, line: &Line) -> Option<u32> {
         self.esc = Escape::Unset;
+        self.place = (line.file, line.at.line);
         let mut parents_done = false;
         let tokens = &line.tokens;
         let mut i = 0;
@@ -1318,6 +1451,7 @@ impl Rules {
             log_rules: false,
             programs: Vec::new(),
             warnings: Vec::new(),
+            place: (0, 0),
         };
         let mut mask = line_flags::GOTO | line_flags::UPDATE;
         if !remove {
@@ -1330,7 +1464,7 @@ impl Rules {
         }
         let subsystem = dev.subsystem();
         let kinds = self.candidates(ev.action(), subsystem.as_deref(), mask);
-        let candidates = kinds.for_name(dev.sysname());
+        let candidates = kinds.for_name(&kernel_name(dev));
         let mut pos = 0;
         while pos < candidates.len() {
             let line = &self.lines[candidates[pos] as usize];
@@ -1357,7 +1491,9 @@ impl Rules {
             event_properties,
             links: state.links,
             link_priority: state.link_priority,
-            tags: state.tags,
+            // The empty name TAG="" leaves is for matching only: it names
+            // no tag directory.
+            tags: state.tags.into_iter().filter(|t| !t.is_empty()).collect(),
             uid: state.uid,
             gid: state.gid,
             mode: state.mode,

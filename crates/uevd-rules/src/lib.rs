@@ -51,17 +51,18 @@ pub struct Diagnostic {
 
 impl std::fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let severity = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        if self.at.line == 0 {
+            // About the file as a whole.
+            return write!(f, "{}: {severity}: {}", self.file, self.message);
+        }
         write!(
             f,
-            "{}:{}:{}: {}: {}",
-            self.file,
-            self.at.line,
-            self.at.column,
-            match self.severity {
-                Severity::Error => "error",
-                Severity::Warning => "warning",
-            },
-            self.message
+            "{}:{}:{}: {severity}: {}",
+            self.file, self.at.line, self.at.column, self.message
         )
     }
 }
@@ -94,6 +95,10 @@ pub struct Config {
     /// numeric ids apply (udevd's --resolve-names=never, as initramfs-tools
     /// runs it, before /etc is the real one).
     pub resolve_names: bool,
+    /// The device directory (udevd's /dev; uevd's --dev): what `$root`
+    /// and `$devnode` give and what a link given as a full path starts
+    /// with.
+    pub dev_root: PathBuf,
 }
 
 impl Default for Config {
@@ -105,6 +110,7 @@ impl Default for Config {
             exec_timeout: Duration::from_secs(60),
             programs: true,
             resolve_names: true,
+            dev_root: PathBuf::from("/dev"),
         }
     }
 }
@@ -157,6 +163,10 @@ pub struct Rules {
     exec_timeout: Duration,
     programs: bool,
     resolve_names: bool,
+    dev_root: Vec<u8>,
+    /// (file, line) of lines whose substituted values did not fit and
+    /// were warned about: once each, not at every event.
+    overflowed: std::sync::Mutex<std::collections::HashSet<(u32, u32)>>,
     /// Read by every event on every worker: a read lock, written once per
     /// kind of event.
     index: RwLock<HashMap<IndexKey, Arc<Candidates>>>,
@@ -198,14 +208,24 @@ pub fn rule_files(dirs: &[PathBuf]) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Whether a rules file is a mask. A dangling link is passed over in
+/// silence as udev does; any other failure (a link to itself) is kept, so
+/// that reading it reports it.
 fn masked(path: &Path) -> bool {
     match std::fs::metadata(path) {
         Ok(m) => {
             use std::os::unix::fs::FileTypeExt;
             m.file_type().is_char_device() || (m.is_file() && m.len() == 0)
         }
-        Err(_) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
     }
+}
+
+/// The text of a rules file. Only a regular file (after links) is read,
+/// and the open never blocks: a FIFO named `x.rules` would otherwise
+/// hang whoever loads the rules.
+pub fn read_rules_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    uevd_glob::file::read_regular(path)
 }
 
 impl Rules {
@@ -223,6 +243,13 @@ impl Rules {
             exec_timeout: config.exec_timeout,
             programs: config.programs,
             resolve_names: config.resolve_names,
+            dev_root: {
+                use std::os::unix::ffi::OsStrExt;
+                let d = config.dev_root.as_os_str().as_bytes();
+                // "/" would make "//x" of every node.
+                d.strip_suffix(b"/").unwrap_or(d).to_vec()
+            },
+            overflowed: Default::default(),
             index: RwLock::default(),
             stamps: Vec::new(),
         }
@@ -273,13 +300,13 @@ impl Rules {
         for path in rule_files(&config.dirs) {
             stamps.push(stamp(&path));
             let name = path.display().to_string();
-            match std::fs::read(&path) {
+            match read_rules_file(&path) {
                 Ok(text) => rules.add_file(&name, &text, &mut diagnostics),
                 Err(e) => diagnostics.push(Diagnostic {
                     file: name,
                     at: Position::default(),
                     severity: Severity::Error,
-                    message: format!("cannot read: {e}"),
+                    message: format!("cannot read, skipped: {e}"),
                 }),
             }
         }

@@ -103,12 +103,16 @@ pub fn parse_file(text: &[u8]) -> (Vec<RawLine>, Vec<SyntaxError>) {
         let number = n as u32 + 1;
         last_number = number;
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        let start_col = raw.iter().take_while(|c| c.is_ascii_whitespace()).count();
+        // udev 252 drops a comment line even in the middle of a rule
+        // continued with '\', and the leading blanks of every line.
+        if raw.get(start_col) == Some(&b'#') {
+            continue;
+        }
         let mut logical = match pending.take() {
             Some(l) => l,
             None => {
-                let skip = raw.iter().take_while(|c| c.is_ascii_whitespace()).count();
-                let rest = &raw[skip..];
-                if rest.is_empty() || rest[0] == b'#' {
+                if start_col == raw.len() {
                     continue;
                 }
                 Logical {
@@ -116,11 +120,6 @@ pub fn parse_file(text: &[u8]) -> (Vec<RawLine>, Vec<SyntaxError>) {
                     segments: Vec::new(),
                 }
             }
-        };
-        let start_col = if logical.text.is_empty() {
-            raw.iter().take_while(|c| c.is_ascii_whitespace()).count()
-        } else {
-            0
         };
         logical
             .segments
@@ -136,6 +135,15 @@ pub fn parse_file(text: &[u8]) -> (Vec<RawLine>, Vec<SyntaxError>) {
             errors.push(SyntaxError {
                 at: logical.position(0),
                 message: format!("line longer than {MAX_LINE} bytes, ignored"),
+            });
+            continue;
+        }
+        if let Some(nul) = logical.text.iter().position(|&c| c == 0) {
+            // udev's C strings would end the line there; nothing after it
+            // is what the author meant.
+            errors.push(SyntaxError {
+                at: logical.position(nul),
+                message: "a NUL byte in the rule; the rule is ignored".into(),
             });
             continue;
         }

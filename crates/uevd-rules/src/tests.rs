@@ -108,6 +108,7 @@ impl Tree {
             exec_timeout: Duration::from_secs(20),
             programs: true,
             resolve_names: true,
+            dev_root: PathBuf::from("/dev"),
         }
     }
 
@@ -885,4 +886,252 @@ fn constants_and_command_line_are_the_hosts() {
         SDA,
     );
     assert_eq!(prop(&o, "R"), Some("yes"), "{key}");
+}
+
+/// Runs the loading in a thread: a load that blocks fails the test
+/// instead of hanging it.
+fn load_within(config: &Config, seconds: u64) -> (Rules, Vec<Diagnostic>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let config = config.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(Rules::load(&config));
+    });
+    rx.recv_timeout(Duration::from_secs(seconds))
+        .expect("loading the rules blocked")
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc_mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+extern "C" {
+    #[link_name = "mkfifo"]
+    fn libc_mkfifo(path: *const std::ffi::c_char, mode: u32) -> i32;
+}
+
+#[test]
+fn a_fifo_or_a_link_to_itself_among_the_rules_is_reported_and_skipped() {
+    let t = Tree::disk();
+    let dir = t.dir.path().join("rules.d");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(
+        dir.join("50-good.rules"),
+        "KERNEL==\"sda\", ENV{GOOD}=\"1\"\n",
+    )
+    .unwrap();
+    let fifo = dir.join("10-fifo.rules");
+    mkfifo(&fifo);
+    let looped = dir.join("20-loop.rules");
+    symlink(&looped, &looped).unwrap();
+    symlink(dir.join("missing"), dir.join("30-dangling.rules")).unwrap();
+    let (rules, diags) = load_within(&t.config(), 20);
+    let shown: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+    assert_eq!(shown.len(), 2, "{shown:?}");
+    assert!(
+        shown[0].starts_with(&format!("{}: error: ", fifo.display())) && shown[0].contains("FIFO"),
+        "{shown:?}"
+    );
+    assert!(
+        shown[1].starts_with(&format!("{}: error: ", looped.display())),
+        "{shown:?}"
+    );
+    assert!(diags.iter().all(|d| d.severity == Severity::Error));
+    assert_eq!(rules.file_count(), 1);
+    let o = rules.apply(
+        Event {
+            device: t.device(SDA, Action::Add),
+            previous: None,
+            test: false,
+            trace: false,
+        },
+        &NoStore,
+    );
+    assert_eq!(prop(&o, "GOOD"), Some("1"));
+    // What `uevd verify FILE` reads is read the same way.
+    assert!(read_rules_file(&fifo).is_err());
+    assert!(read_rules_file(&looped).is_err());
+}
+
+#[test]
+fn substituted_values_are_bounded_as_in_udev_and_warned_about_once_per_line() {
+    let t = Tree::disk();
+    let mut text = String::from("KERNEL==\"sda\", ENV{A}=\"x\"\n");
+    for _ in 0..24 {
+        text.push_str("KERNEL==\"sda\", ENV{A}=\"$env{A}$env{A}\"\n");
+    }
+    // A link name may be 1023 bytes, a command line 16383.
+    let long = "l".repeat(600);
+    text.push_str(&format!(
+        "KERNEL==\"sda\", SYMLINK+=\"$env{{A}}$env{{A}}$env{{A}}$env{{A}}{long}\"\n"
+    ));
+    text.push_str("KERNEL==\"sda\", SYMLINK+=\"short/$env{A}\"\n");
+    text.push_str("KERNEL==\"sda\", RUN+=\"/bin/true $env{A}$env{A}$env{A}$env{A}\"\n");
+    let (rules, diags) = Rules::from_text("big.rules", text.as_bytes(), &t.config());
+    assert!(diags.is_empty(), "{diags:?}");
+    let apply = || {
+        rules.apply(
+            Event {
+                device: t.device(SDA, Action::Add),
+                previous: None,
+                test: false,
+                trace: false,
+            },
+            &NoStore,
+        )
+    };
+    let o = apply();
+    // Doubling stops at the last value that fits udev's 512-byte buffer.
+    assert_eq!(prop(&o, "A").map(str::len), Some(256));
+    assert_eq!(o.links.len(), 1, "{:?}", links(&o));
+    assert_eq!(o.run.len(), 1);
+    // Lines 10..=25 doubled past the bound, and the long link.
+    assert_eq!(o.warnings.len(), 17, "{:#?}", o.warnings);
+    assert!(o.warnings[0].contains("big.rules:10"), "{:?}", o.warnings);
+    // The same lines do not warn again for the next event.
+    let o = apply();
+    assert_eq!(prop(&o, "A").map(str::len), Some(256));
+    assert!(o.warnings.is_empty(), "{:?}", o.warnings);
+}
+
+#[test]
+fn what_would_warn_at_every_event_is_an_error_when_the_rules_load() {
+    let t = Tree::disk();
+    let text = b"KERNEL==\"sda\", MODE=\"99999\", ENV{A}=\"1\"\n\
+KERNEL==\"sda\", MODE=\"rw\"\n\
+LABEL=\"\"\n\
+KERNEL==\"sda\", ENV{B}=\"a\0b\"\n\
+KERNEL==\"sda\", MODE=\"0%k\", ENV{C}=\"1\"\n";
+    let (rules, diags) = Rules::from_text("v.rules", text, &t.config());
+    let shown: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+    assert_eq!(
+        shown,
+        vec![
+            "v.rules:4:25: error: a NUL byte in the rule; the rule is ignored",
+            "v.rules:1:22: error: MODE: invalid mode \"99999\", ignored",
+            "v.rules:2:22: error: MODE: invalid mode \"rw\", ignored",
+            "v.rules:2:1: warning: the rule has no effect (it only matches); ignored",
+            "v.rules:3:8: error: LABEL: empty label, ignored",
+            "v.rules:3:1: warning: the rule has no effect (it only matches); ignored",
+        ]
+    );
+    let o = rules.apply(
+        Event {
+            device: t.device(SDA, Action::Add),
+            previous: None,
+            test: false,
+            trace: false,
+        },
+        &NoStore,
+    );
+    assert_eq!(prop(&o, "A"), Some("1"));
+    assert_eq!(prop(&o, "B"), None);
+    assert_eq!(prop(&o, "C"), Some("1"));
+}
+
+#[test]
+fn a_bang_in_the_kernel_name_is_a_slash_as_udev_names_the_device() {
+    let t = Tree::new();
+    t.add(
+        "/devices/virtual/block/fake!blockdev0",
+        "block",
+        "MAJOR=240\nMINOR=0\nDEVNAME=fake/blockdev0\n",
+        None,
+        &[],
+    );
+    let o = t.run(
+        concat!(
+            "KERNEL==\"fake/blockdev0\", SYMLINK+=\"by-k/%k\", ENV{K}=\"$kernel\"\n",
+            "KERNEL==\"fake!blockdev0\", ENV{BANG}=\"1\"\n",
+        ),
+        "/devices/virtual/block/fake!blockdev0",
+    );
+    assert_eq!(links(&o), vec!["by-k/fake/blockdev0"]);
+    assert_eq!(prop(&o, "K"), Some("fake/blockdev0"));
+    assert_eq!(prop(&o, "BANG"), None);
+}
+
+#[test]
+fn driver_and_subsystem_attributes_are_their_links_last_component() {
+    let t = Tree::disk();
+    let o = t.run(
+        concat!(
+            "SUBSYSTEMS==\"scsi\", ENV{D}=\"$attr{driver}|%s{subsystem}\"\n",
+            "ATTR{subsystem}==\"block\", ATTRS{driver}==\"ahci\", ENV{M}=\"1\"\n",
+        ),
+        SDA,
+    );
+    assert_eq!(prop(&o, "D"), Some("sd|block"));
+    assert_eq!(prop(&o, "M"), Some("1"));
+}
+
+#[test]
+fn an_empty_tag_assignment_clears_the_tags() {
+    let t = Tree::disk();
+    let o = t.run(
+        concat!(
+            "KERNEL==\"sda\", TAG+=\"a\"\n",
+            "KERNEL==\"sda\", TAG=\"\"\n",
+            "KERNEL==\"sda\", TAGS==\"|foo\", ENV{T}=\"1\"\n",
+            "KERNEL==\"sda\", TAG==\"a\", ENV{A}=\"1\"\n",
+        ),
+        SDA,
+    );
+    assert_eq!(prop(&o, "T"), Some("1"));
+    assert_eq!(prop(&o, "A"), None);
+    assert!(o.tags.is_empty(), "{:?}", o.tags);
+    let (_, diags) = Rules::from_text("t.rules", b"TAG=\"\"\n", &t.config());
+    assert!(diags.is_empty(), "{diags:?}");
+}
+
+#[test]
+fn substituted_numeric_owner_and_group_are_ids() {
+    let t = Tree::disk();
+    let o = t.run(
+        "KERNEL==\"sda\", PROGRAM=\"/bin/echo 1 24\", OWNER=\"%c{1}\", GROUP=\"%c{2}\"\n",
+        SDA,
+    );
+    assert_eq!((o.uid, o.gid), (Some(1), Some(24)));
+    assert!(o.warnings.is_empty(), "{:?}", o.warnings);
+}
+
+#[test]
+fn a_comment_inside_a_continued_rule_is_skipped() {
+    let t = Tree::disk();
+    let o = t.run(
+        "KERNEL==\"sda\", \\\n# a comment\n   # another\n  ENV{A}=\"1\", \\\n  ENV{B}=\"2\"\n",
+        SDA,
+    );
+    assert_eq!(prop(&o, "A"), Some("1"));
+    assert_eq!(prop(&o, "B"), Some("2"));
+}
+
+#[test]
+fn root_and_devnode_follow_the_dev_directory_in_use() {
+    let t = Tree::disk();
+    let config = Config {
+        dev_root: PathBuf::from("/tmp/uevd-dev"),
+        ..t.config()
+    };
+    let (rules, diags) = Rules::from_text(
+        "r.rules",
+        b"KERNEL==\"sda\", ENV{R}=\"%r|$root|%N|$devnode\", SYMLINK+=\"$root/by-root\"\n",
+        &config,
+    );
+    assert!(diags.is_empty(), "{diags:?}");
+    let o = rules.apply(
+        Event {
+            device: t.device(SDA, Action::Add),
+            previous: None,
+            test: false,
+            trace: false,
+        },
+        &NoStore,
+    );
+    assert_eq!(
+        prop(&o, "R"),
+        Some("/tmp/uevd-dev|/tmp/uevd-dev|/tmp/uevd-dev/sda|/tmp/uevd-dev/sda")
+    );
+    assert_eq!(links(&o), vec!["by-root"]);
 }

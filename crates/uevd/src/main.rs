@@ -51,6 +51,7 @@ impl Roots {
             config.dirs = self.rules_dirs.clone();
         }
         config.resolve_names = self.resolve_names != "never";
+        config.dev_root = self.dev.clone();
         config
     }
 }

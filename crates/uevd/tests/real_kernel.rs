@@ -1065,3 +1065,25 @@ fn settle_against_a_daemon_that_does_not_answer_times_out_at_its_timeout() {
     drop(idle);
     daemon.stop(&lab).unwrap();
 }
+
+#[test]
+fn a_flood_of_forged_uevents_is_counted_whole_and_logged_in_part() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    for _ in 0..40 {
+        let out = lab
+            .command(netlab())
+            .args(["forge", "--devpath", "/devices/virtual/block/forged"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+    }
+    lab.ip_batch(&veth_pairs("fl", 1)).unwrap();
+    lab.settle(uevd()).unwrap();
+    let st = status(&lab);
+    let log = daemon.stop(&lab).unwrap();
+    assert_eq!(st["rejected"], "40", "log: {log}");
+    let logged = log.matches("dropped a uevent").count();
+    assert!((10..=14).contains(&logged), "{logged} lines: {log}");
+}

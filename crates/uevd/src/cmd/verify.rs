@@ -36,7 +36,7 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
     let mut texts = Vec::new();
     let mut unreadable = 0;
     for f in &files {
-        match std::fs::read(f) {
+        match uevd_rules::read_rules_file(f) {
             Ok(t) => texts.push((f.display().to_string(), t)),
             Err(e) => {
                 eprintln!("{}: {e}", f.display());
