@@ -6,10 +6,13 @@ use crate::config::Coldplug;
 use crate::job::{Job, Source};
 use crate::manager::Daemon;
 use crate::pipeline::Known;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 use uevd_sysfs::{walk_devices, walk_subsystems, Sysfs};
-use uevd_uevent::Action;
+use uevd_uevent::{Action, Uevent};
+
+/// Events handed to the queue at once while walking sysfs.
+const CHUNK: usize = 256;
 
 impl Daemon {
     /// Processes every existing device, parents first.
@@ -39,40 +42,49 @@ impl Daemon {
     fn synthesize_all(&self, source: Source, skip: &HashSet<Box<[u8]>>) -> usize {
         // Handed over in chunks: the workers start while the walk goes on,
         // and are woken once per chunk rather than once per device.
-        const CHUNK: usize = 256;
         let mut queued = 0;
         let mut batch = Vec::with_capacity(CHUNK);
-        let mut push = |devpath: &[u8]| {
+        self.read_all(skip, |ev| {
+            let job = Job::new(ev, source);
+            batch.push((job.keys(), job));
+            queued += 1;
+            if batch.len() == CHUNK {
+                self.queue
+                    .submit(std::mem::replace(&mut batch, Vec::with_capacity(CHUNK)));
+            }
+        });
+        self.queue.submit(batch);
+        queued
+    }
+
+    /// Reads an `add` for every device in sysfs whose devpath is not in
+    /// `skip`, subsystems first, then devices parents first.
+    fn read_all(&self, skip: &HashSet<Box<[u8]>>, mut each: impl FnMut(Uevent)) {
+        let mut read = |devpath: &[u8]| {
             if skip.contains(devpath) {
                 return;
             }
             match self.sysfs.read_event(Action::Add, devpath) {
-                Ok(ev) if ev.subsystem().is_some() => {
-                    let job = Job::new(ev, source);
-                    batch.push((job.keys(), job));
-                    queued += 1;
-                    if batch.len() == CHUNK {
-                        self.queue
-                            .submit(std::mem::replace(&mut batch, Vec::with_capacity(CHUNK)));
-                    }
-                }
+                Ok(ev) if ev.subsystem().is_some() => each(ev),
                 Ok(_) => {}
                 // Gone since the directory was listed, or unreadable.
                 Err(e) => log::debug!("{}: {e}", String::from_utf8_lossy(devpath)),
             }
         };
-        if let Err(e) = walk_subsystems(&self.sysfs, |v| push(v.devpath)) {
+        if let Err(e) = walk_subsystems(&self.sysfs, |v| read(v.devpath)) {
             log::warn!("walking subsystems: {e}");
         }
-        if let Err(e) = walk_devices(&self.sysfs, |v| push(v.devpath)) {
+        if let Err(e) = walk_devices(&self.sysfs, |v| read(v.devpath)) {
             log::warn!("walking devices: {e}");
         }
-        self.queue.submit(batch);
-        queued
     }
 
     /// After lost events: add what appeared, remove what went, leave alone
-    /// what uevd already knows as it is.
+    /// what uevd already knows as it is. Removals go first: a device that
+    /// went may share its database id (number, interface index) with one
+    /// that came, and the newcomer's record must be the one that stays. An
+    /// interface that was renamed meanwhile gets the `move` the kernel
+    /// sent, so it keeps its record.
     pub(crate) fn rescan(&mut self) {
         let journal = self.processor.journal.clone();
         journal.mark("rescan-start", "");
@@ -86,25 +98,77 @@ impl Daemon {
         let _ = walk_subsystems(&self.sysfs, |v| {
             present.insert(v.devpath.into());
         });
+        // Gone, or replaced by another device at the same path (another
+        // number or interface index): the old one's removal is due.
+        let mut gone: Vec<(&Box<[u8]>, &Known)> = Vec::new();
         for (devpath, k) in &known {
-            if present.contains(devpath) && still_same(&self.sysfs, devpath, k) {
+            if !present.contains(devpath) {
+                gone.push((devpath, k));
+            } else if still_same(&self.sysfs, devpath, k) {
                 unchanged.insert(devpath.clone());
+            } else {
+                gone.push((devpath, k));
             }
         }
-        let added = self.synthesize_all(Source::Rescan, &unchanged);
+        let gone_interfaces: HashMap<u32, &[u8]> = gone
+            .iter()
+            .filter(|(p, k)| &*k.subsystem == b"net" && !present.contains(*p))
+            .filter_map(|(p, k)| Some((k.ifindex?, &***p)))
+            .collect();
+        let mut arrivals = Vec::new();
+        let mut moved_from: HashSet<&[u8]> = HashSet::new();
+        self.read_all(&unchanged, |ev| {
+            let old = ev
+                .ifindex()
+                .filter(|_| ev.subsystem() == Some(b"net"))
+                .and_then(|i| gone_interfaces.get(&i).copied());
+            match old.and_then(|old| self.move_event(&ev, old).map(|m| (old, m))) {
+                Some((old, moved)) => {
+                    moved_from.insert(old);
+                    arrivals.push(moved);
+                }
+                None => arrivals.push(ev),
+            }
+        });
+        let mut jobs = Vec::with_capacity(gone.len() + arrivals.len());
         let mut removed = 0;
-        for (devpath, k) in known.iter().filter(|(p, _)| !present.contains(*p)) {
+        for (devpath, k) in &gone {
+            if moved_from.contains(&***devpath) {
+                continue;
+            }
             if let Some(ev) = removal_event(devpath, k) {
-                let job = Job::new(ev, Source::Rescan);
-                self.queue.push(job.keys(), job);
+                jobs.push(Job::new(ev, Source::Rescan));
                 removed += 1;
             }
         }
+        let (moved, added) = (moved_from.len(), arrivals.len() - moved_from.len());
+        jobs.extend(arrivals.into_iter().map(|ev| Job::new(ev, Source::Rescan)));
+        let mut jobs = jobs.into_iter().map(|j| (j.keys(), j)).peekable();
+        while jobs.peek().is_some() {
+            self.queue.submit(jobs.by_ref().take(CHUNK).collect());
+        }
         log::info!(
-            "rescan queued {added} adds and {removed} removes in {:?}",
+            "rescan queued {removed} removes, {moved} moves and {added} adds in {:?}",
             t.elapsed()
         );
-        journal.mark("rescan-end", format!("added={added} removed={removed}"));
+        journal.mark(
+            "rescan-end",
+            format!("added={added} removed={removed} moved={moved}"),
+        );
+    }
+
+    /// The `move` for an interface now at `ev`'s devpath that uevd knew
+    /// at `old`.
+    fn move_event(&self, ev: &Uevent, old: &[u8]) -> Option<Uevent> {
+        let file = std::fs::read(self.sysfs.syspath(ev.devpath()).join("uevent")).ok()?;
+        Uevent::synthesize(
+            Action::Move,
+            ev.devpath(),
+            ev.subsystem(),
+            &file,
+            &[("DEVPATH_OLD", old)],
+        )
+        .ok()
     }
 }
 

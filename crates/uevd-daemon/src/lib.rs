@@ -22,6 +22,7 @@ mod job;
 mod manager;
 mod modules;
 pub mod pipeline;
+mod reconcile;
 mod rules;
 mod settle;
 mod signals;

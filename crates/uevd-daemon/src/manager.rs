@@ -115,6 +115,10 @@ pub fn run(config: Config) -> io::Result<()> {
     };
     record_module_loads(&journal);
     let sysfs = Sysfs::new(&config.sys);
+    let (records, tags) = crate::reconcile::remove_stale(&db, &sysfs);
+    if records + tags > 0 {
+        log::info!("removed {records} records and {tags} tag entries of devices that went while no manager ran");
+    }
     let devtmpfs = dev.devtmpfs();
     let rules_config = config.rules.clone();
     let rules = load_rules(&rules_config);

@@ -370,6 +370,25 @@ impl Database {
             .unwrap_or_default()
     }
 
+    /// Every (tag, device) pair in the tag index.
+    pub fn tag_index(&self) -> Vec<(Vec<u8>, DeviceId)> {
+        let mut out = Vec::new();
+        let Ok(tags) = fs::read_dir(&self.tags) else {
+            return out;
+        };
+        for tag in tags.filter_map(Result::ok) {
+            let name = tag.file_name().as_bytes().to_vec();
+            if let Ok(ids) = fs::read_dir(tag.path()) {
+                out.extend(
+                    ids.filter_map(Result::ok)
+                        .filter_map(|e| DeviceId::from_name(e.file_name().to_str()?))
+                        .map(|id| (name.clone(), id)),
+                );
+            }
+        }
+        out
+    }
+
     /// Every device id with a record.
     pub fn ids(&self) -> Vec<DeviceId> {
         fs::read_dir(&self.data)

@@ -92,6 +92,12 @@ impl Sysfs {
     /// `/firmware/SUBSYSTEM/NAME` that exists decides, even when it turns out
     /// not to be a device. A `/` in the name stands for the `!` sysfs uses.
     pub fn device_by_subsystem_sysname(&self, subsystem: &[u8], sysname: &[u8]) -> Option<Device> {
+        self.device_at(&self.path_by_subsystem_sysname(subsystem, sysname)?)
+    }
+
+    /// Where the device called `sysname` in `subsystem` lives in sysfs, if
+    /// it exists: found without reading it.
+    pub fn path_by_subsystem_sysname(&self, subsystem: &[u8], sysname: &[u8]) -> Option<PathBuf> {
         let bad = |s: &[u8]| {
             s.is_empty()
                 || s.contains(&0)
@@ -111,10 +117,9 @@ impl Sysfs {
             self.root.join("class").join(subsystem).join(name),
             self.root.join("firmware").join(subsystem).join(name),
         ];
-        let found = candidates
-            .iter()
-            .find(|p| fs::symlink_metadata(p).is_ok())?;
-        self.device_at(found)
+        candidates
+            .into_iter()
+            .find(|p| fs::symlink_metadata(p).is_ok())
     }
 
     /// Builds the event the kernel would send for an existing device, by

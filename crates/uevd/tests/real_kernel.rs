@@ -1087,3 +1087,92 @@ fn a_flood_of_forged_uevents_is_counted_whole_and_logged_in_part() {
     let logged = log.matches("dropped a uevent").count();
     assert!((10..=14).contains(&logged), "{logged} lines: {log}");
 }
+
+#[test]
+fn interfaces_renamed_while_events_were_lost_keep_their_records() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    write_rules(
+        &lab,
+        "50-name.rules",
+        "SUBSYSTEM==\"net\", ENV{ID_SEEN_AS}=\"%k\"\n",
+    );
+    let daemon = lab.start_uevd(uevd(), &["--receive-buffer", "1"]).unwrap();
+    lab.ip_batch(&veth_pairs("rn", 10)).unwrap();
+    lab.settle(uevd()).unwrap();
+    daemon.signal(rustix::process::Signal::STOP).unwrap();
+    lab.ip_batch(&veth_pairs("flood", 300)).unwrap();
+    let renames: Vec<String> = (0..10)
+        .map(|i| format!("link set dev rna{i} name rnx{i}"))
+        .collect();
+    lab.ip_batch(&renames).unwrap();
+    daemon.signal(rustix::process::Signal::CONT).unwrap();
+    lab.settle(uevd()).unwrap();
+    let st = status(&lab);
+    let log = daemon.stop(&lab).unwrap();
+    assert_ne!(
+        st["overflows"], "0",
+        "the flood must overrun the buffer: {log}"
+    );
+    assert_eq!(net_ids(&lab), expected_net_ids(&lab, true), "{log}");
+    for (ifindex, name) in lab.interfaces().unwrap() {
+        if name.starts_with("rnx") {
+            let record = db_record(&lab, &format!("n{ifindex}"));
+            assert!(
+                record.contains(&format!("E:ID_SEEN_AS={name}\n")),
+                "{name}: {record}"
+            );
+        }
+    }
+    let j = journal(&lab);
+    let moves = j
+        .events
+        .iter()
+        .filter(|e| e.source == "rescan" && e.action == "move")
+        .count();
+    assert_eq!(moves, 10);
+}
+
+#[test]
+fn devices_that_went_while_no_daemon_ran_leave_no_record_behind() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    write_rules(&lab, "50-tag.rules", "SUBSYSTEM==\"net\", TAG+=\"seen\"\n");
+    let tagged = |lab: &Lab| -> BTreeSet<String> {
+        std::fs::read_dir(lab.run().join("udev/tags/seen"))
+            .map(|rd| {
+                rd.filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    for round in 0..5 {
+        let prefix = format!("cr{round}");
+        lab.ip_batch(&veth_pairs(&prefix, 10)).unwrap();
+        lab.settle(uevd()).unwrap();
+        daemon.kill();
+        // While nothing manages devices: some go, some are renamed.
+        lab.ip_batch(&delete_veth_pairs(&prefix, 5)).unwrap();
+        lab.ip_batch(&[format!("link set dev {prefix}a7 name {prefix}x7")])
+            .unwrap();
+        daemon = lab.start_uevd(uevd(), &[]).unwrap();
+        let out = lab
+            .uevd(
+                uevd(),
+                &["trigger", "--action", "add", "--subsystem-match", "net"],
+            )
+            .unwrap();
+        assert!(out.status.success());
+        lab.settle(uevd()).unwrap();
+        let expected = expected_net_ids(&lab, true);
+        assert_eq!(net_ids(&lab), expected, "round {round}: stale records");
+        assert_eq!(tagged(&lab), expected, "round {round}: stale tags");
+    }
+    let log = daemon.stop(&lab).unwrap();
+    assert!(
+        log.contains("removed 10 records and 10 tag entries"),
+        "{log}"
+    );
+}
