@@ -1,7 +1,7 @@
 //! `kmod load [MODULE...]`: the drivers a device needs, loaded in-process
-//! by the one loader every event shares (crates/uevd-kmod): each module
-//! once however many events ask for it, its dependencies first, unrelated
-//! modules at the same time. Without arguments the device's MODALIAS is
+//! by the one loader every event shares (crates/uevd-kmod), on its own
+//! threads: each module once however many events ask for it, its
+//! dependencies first, unrelated modules at the same time. Without arguments the device's MODALIAS is
 //! loaded, as udev's stock rules ask (`RUN{builtin}+="kmod load"`).
 
 use crate::{Builtin, Call, Failure, Properties};
@@ -80,21 +80,12 @@ impl Builtin for Kmod {
             }
             return Ok(());
         }
+        // The event does not wait for the drivers: their inits may take
+        // seconds, and the worker has other devices to do meanwhile.
+        // Failures are reported as loads end; settle waits for them all.
         let refs: Vec<&str> = wanted.iter().map(String::as_str).collect();
-        // An alias no module claims is not a failure: most devices need
-        // no driver of their own. A module that fails to load is.
-        let failures: Vec<String> = loader
-            .load(&refs)
-            .into_iter()
-            .flat_map(|r| r.modules)
-            .filter(|m| m.result.as_ref().is_err_and(|e| !e.is_not_applicable()))
-            .map(|m| format!("{}: {}", m.module, describe(&m.result)))
-            .collect();
-        if failures.is_empty() {
-            Ok(())
-        } else {
-            Err(Failure::Error(format!("kmod: {}", failures.join("; "))))
-        }
+        loader.load_in_background(&refs);
+        Ok(())
     }
 }
 

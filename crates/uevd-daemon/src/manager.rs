@@ -440,7 +440,8 @@ impl Daemon {
                 let (pending, running) = self.queue.status();
                 let p = &self.processor;
                 conn.reply(&Reply::Ok(format!(
-                    "pending={pending} running={running} processed={} failed={} rejected={} overflows={} known={} links={} rules={} uptime_ms={} control={}",
+                    "pending={pending} running={running} loading={} processed={} failed={} rejected={} overflows={} known={} links={} rules={} uptime_ms={} control={}",
+                    uevd_kmod::shared_if_open().map_or(0, |l| l.background_pending()),
                     p.processed.load(std::sync::atomic::Ordering::Relaxed),
                     p.failed.load(std::sync::atomic::Ordering::Relaxed),
                     self.rejected,

@@ -1,8 +1,8 @@
 //! Settling: a `settle` request waits, in its own thread, until every
-//! event queued before it is done, and then until the kernel socket has
-//! been read dry once more with nothing new: the drivers that events loaded
-//! add devices before those events end, and settle must wait for them too,
-//! as udevadm settle does.
+//! event queued before it is done and every driver those events asked for
+//! is loaded, and then until the kernel socket has been read dry once more
+//! with nothing new: the drivers add devices, and settle must wait for
+//! them too, as udevadm settle does.
 
 use std::io;
 use std::sync::{Arc, Condvar, Mutex};
@@ -84,6 +84,13 @@ pub(crate) fn reply_when_settled(
             match queue.settle(last, left) {
                 Completion::TimedOut { pending } => break Reply::Timeout(pending),
                 Completion::Done => {}
+            }
+            // Drivers the events asked for load on the loader's threads;
+            // what they find arrives as new events, read by the drain.
+            if let Some(loader) = uevd_kmod::shared_if_open() {
+                if !loader.wait_background(deadline) {
+                    break Reply::Timeout(queue.status().0 + loader.background_pending());
+                }
             }
             if !drain.request_and_wait(deadline) {
                 break Reply::Timeout(queue.status().0);

@@ -16,6 +16,7 @@
 //!   commands through /bin/sh), replaceable for tests.
 
 pub mod backend;
+mod background;
 pub mod config;
 mod error;
 pub mod index;
@@ -28,7 +29,7 @@ pub use backend::{Backend, Compression, InitState, KernelBackend, NoBackend};
 pub use config::{Config, ConfigError, DEFAULT_DIRS};
 pub use error::{strerror, Error};
 pub use index::{Index, IndexError};
-pub use load::{shared, LoadRecord, LoadResult, Loader, ModuleResult, Outcome};
+pub use load::{shared, shared_if_open, LoadRecord, LoadResult, Loader, ModuleResult, Outcome};
 pub use moddir::ModuleDir;
 pub use resolve::{
     running_release, show_config, show_depends, Blacklist, Dependencies, Module, ProbeFlags,

@@ -95,6 +95,7 @@ pub struct Loader {
     backend: Box<dyn Backend>,
     slots: Mutex<HashMap<String, Arc<Slot>>>,
     observer: RwLock<Option<Observer>>,
+    pub(crate) background: crate::background::Background,
 }
 
 impl std::fmt::Debug for Loader {
@@ -112,6 +113,7 @@ impl Loader {
             backend,
             slots: Mutex::new(HashMap::new()),
             observer: RwLock::new(None),
+            background: Default::default(),
         }
     }
 
@@ -328,6 +330,11 @@ struct Shared {
 }
 
 static SHARED: OnceLock<Shared> = OnceLock::new();
+
+/// The process-wide loader if something has opened it, without opening it.
+pub fn shared_if_open() -> Option<&'static Loader> {
+    SHARED.get().map(|s| &s.loader)
+}
 static SHARED_INIT: Mutex<()> = Mutex::new(());
 
 /// The process-wide loader for `<root>/lib/modules/<version>` (the running

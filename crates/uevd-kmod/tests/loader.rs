@@ -479,3 +479,49 @@ fn the_shared_loader_is_one_per_process() {
     let order: Vec<&str> = steps.iter().map(|s| s.module.name.as_str()).collect();
     assert_eq!(order, ["c", "b", "a"]);
 }
+
+#[test]
+fn background_loads_return_at_once_overlap_and_settle_when_idle() {
+    let deps: Vec<(String, Vec<&str>)> =
+        (0..6).map(|i| (format!("slow{i}"), vec!["base"])).collect();
+    let mut all: Vec<(&str, &[&str])> = vec![("base", &[])];
+    all.extend(deps.iter().map(|(n, d)| (n.as_str(), d.as_slice())));
+    let t = tree(&all, &[("pci:v1*", "slow0")], &[], "", false);
+    let kernel = Arc::new(FakeKernel {
+        delay: Duration::from_millis(200),
+        needs: deps
+            .iter()
+            .map(|(n, _)| (n.clone(), vec!["base".to_string()]))
+            .collect(),
+        ..FakeKernel::default()
+    });
+    let loader: &'static Loader = Box::leak(Box::new(Loader::new(
+        resolver(&t),
+        Box::new(Shared(kernel.clone())),
+    )));
+    let started = std::time::Instant::now();
+    let names: Vec<&str> = deps.iter().map(|(n, _)| n.as_str()).collect();
+    loader.load_in_background(&names);
+    // Asked again, and by alias, while waiting: each module goes in once.
+    loader.load_in_background(&names);
+    loader.load_in_background(&["pci:v1d2"]);
+    assert!(
+        started.elapsed() < Duration::from_millis(150),
+        "the caller waited: {:?}",
+        started.elapsed()
+    );
+    assert!(loader.background_pending() > 0);
+    assert!(!loader.wait_background(std::time::Instant::now() + Duration::from_millis(10)));
+    assert!(loader.wait_background(std::time::Instant::now() + Duration::from_secs(20)));
+    assert_eq!(loader.background_pending(), 0);
+    let inserts = kernel.inserts.lock().unwrap().clone();
+    assert_eq!(inserts.len(), 7, "{inserts:?}");
+    assert!(kernel.order_errors.lock().unwrap().is_empty());
+    assert!(kernel.max_running.load(Ordering::SeqCst) >= 2);
+    // base, then six at once: far less than seven in a row.
+    assert!(
+        started.elapsed() < Duration::from_millis(7 * 200),
+        "{:?}",
+        started.elapsed()
+    );
+}

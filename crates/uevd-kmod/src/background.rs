@@ -1,0 +1,135 @@
+//! Loads that run on the loader's own threads.
+//!
+//! A module's init may sleep for seconds (hardware probes, crypto self
+//! tests under emulation): if the event that asked for it waited, that
+//! event's worker would sit idle while other devices queue behind it. The
+//! event only asks; the load runs here, on threads sized for inits that
+//! sleep, dependencies first as ever, each module once however many ask.
+//! Whoever must know that everything asked for is in (settle) waits for
+//! the loader to be idle.
+
+use crate::load::Loader;
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex};
+use std::time::Instant;
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<String>,
+    /// Asked for and not finished: queued plus running.
+    pending: usize,
+    threads: usize,
+    sleeping: usize,
+}
+
+#[derive(Default)]
+pub(crate) struct Background {
+    state: Mutex<State>,
+    work: Condvar,
+    idle: Condvar,
+}
+
+/// Threads at most: module inits mostly sleep or hold the kernel's own
+/// locks, so more threads than CPUs pay off, and a few more than the
+/// widest fan-out of one device (its aliases) is enough.
+fn max_threads() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (4 * cpus).clamp(8, 32)
+}
+
+impl Background {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Loader {
+    /// Starts loading each name or alias, with its dependencies, and
+    /// returns at once. What fails is reported to the observer, as any
+    /// load is. A name already waiting is not queued twice.
+    pub fn load_in_background(&'static self, names_or_aliases: &[&str]) {
+        let bg = &self.background;
+        let mut st = bg.lock();
+        for name in names_or_aliases {
+            if st.queue.iter().any(|q| q == name) {
+                continue;
+            }
+            st.queue.push_back((*name).to_owned());
+            st.pending += 1;
+        }
+        let ready = st.queue.len();
+        if st.sleeping >= ready {
+            for _ in 0..ready {
+                bg.work.notify_one();
+            }
+            return;
+        }
+        bg.work.notify_all();
+        let wanted = (ready - st.sleeping).min(max_threads().saturating_sub(st.threads));
+        for _ in 0..wanted {
+            let spawned = std::thread::Builder::new()
+                .name("modules".into())
+                .spawn(move || self.background_thread());
+            match spawned {
+                Ok(_) => st.threads += 1,
+                Err(e) => {
+                    log::warn!("cannot start a module loading thread: {e}");
+                    break;
+                }
+            }
+        }
+        if st.threads == 0 {
+            // No thread at all: load here rather than never.
+            let names: Vec<String> = st.queue.drain(..).collect();
+            st.pending -= names.len();
+            drop(st);
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            self.load(&refs);
+            bg.idle.notify_all();
+        }
+    }
+
+    fn background_thread(&self) {
+        let bg = &self.background;
+        let mut st = bg.lock();
+        loop {
+            if let Some(name) = st.queue.pop_front() {
+                drop(st);
+                self.load(&[&name]);
+                st = bg.lock();
+                st.pending -= 1;
+                if st.pending == 0 {
+                    bg.idle.notify_all();
+                }
+                continue;
+            }
+            st.sleeping += 1;
+            st = bg.work.wait(st).unwrap_or_else(|e| e.into_inner());
+            st.sleeping -= 1;
+        }
+    }
+
+    /// Loads asked for in the background and not finished yet.
+    pub fn background_pending(&self) -> usize {
+        self.background.lock().pending
+    }
+
+    /// Waits until every background load has finished; false if the
+    /// deadline came first.
+    pub fn wait_background(&self, deadline: Instant) -> bool {
+        let bg = &self.background;
+        let mut st = bg.lock();
+        while st.pending > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            st = bg
+                .idle
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        true
+    }
+}
