@@ -19,7 +19,10 @@ use uevd_uevent::{Action, ParseError, Uevent};
 mod names;
 mod trigger;
 mod walk;
-pub use names::{escape_name, implicit_subsystem, raw_sysname, sysname, sysnum, unescape_name};
+pub use names::{
+    escape_name, implicit_subsystem, kernel_event_subsystem, raw_sysname, sysname, sysnum,
+    unescape_name,
+};
 pub use trigger::{request_all, request_uevent, uevent_request};
 pub use walk::{walk_devices, walk_subsystems, Visit};
 
@@ -126,6 +129,10 @@ impl Sysfs {
     /// reading its `uevent` file and `subsystem` link: what coldplug and
     /// rescans use instead of asking the kernel to resend.
     pub fn read_event(&self, action: Action, devpath: &[u8]) -> Result<Uevent, ReadError> {
+        if let Some(subsystem) = kernel_event_subsystem(devpath) {
+            return Uevent::synthesize(action, devpath, Some(subsystem), b"", &[])
+                .map_err(ReadError::Parse);
+        }
         let dir = self.syspath(devpath);
         let uevent = fs::read(dir.join("uevent")).map_err(ReadError::Io)?;
         let subsystem = link_basename(&dir.join("subsystem"));

@@ -62,6 +62,21 @@ pub fn implicit_subsystem(devpath: &[u8]) -> Option<&'static [u8]> {
     }
 }
 
+/// The SUBSYSTEM the kernel's own events give the kobjects outside
+/// /devices that a trigger reaches: modules, buses and drivers. Their
+/// `uevent` files can only be written, so reading coldplug builds their
+/// events from the path alone. (A bus is `bus` here, where sd-device's
+/// implicit subsystem calls it `subsystem`.)
+pub fn kernel_event_subsystem(devpath: &[u8]) -> Option<&'static [u8]> {
+    let parts: Vec<&[u8]> = devpath.split(|&c| c == b'/').skip(1).collect();
+    match parts.as_slice() {
+        [b"module", name] if !name.is_empty() => Some(b"module"),
+        [b"bus", name] if !name.is_empty() => Some(b"bus"),
+        [b"bus", bus, b"drivers", name] if !bus.is_empty() && !name.is_empty() => Some(b"drivers"),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +116,17 @@ mod tests {
         assert_eq!(s(b"/bus/pci"), Some(&b"subsystem"[..]));
         assert_eq!(s(b"/class/net"), Some(&b"subsystem"[..]));
         assert_eq!(s(b"/devices/pci0000:00"), None);
+    }
+
+    #[test]
+    fn modules_buses_and_drivers_are_named_as_the_kernel_sends_them() {
+        let k = kernel_event_subsystem;
+        assert_eq!(k(b"/module/loop"), Some(&b"module"[..]));
+        assert_eq!(k(b"/bus/pci"), Some(&b"bus"[..]));
+        assert_eq!(k(b"/bus/pci/drivers/e1000"), Some(&b"drivers"[..]));
+        assert_eq!(k(b"/bus/pci/devices"), None);
+        assert_eq!(k(b"/module/"), None);
+        assert_eq!(k(b"/devices/pci0000:00"), None);
+        assert_eq!(k(b"/module/loop/parameters"), None);
     }
 }
