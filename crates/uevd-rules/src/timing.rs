@@ -63,7 +63,7 @@ impl Lines {
     /// ran.
     pub(crate) fn finish(mut self, rules: &Rules) -> Vec<LineRecord> {
         if self.slow.len() > SLOW_LINES_KEPT {
-            self.slow.sort_by(|a, b| b.2.cmp(&a.2));
+            self.slow.sort_by_key(|s| std::cmp::Reverse(s.2));
             self.slow.truncate(SLOW_LINES_KEPT);
             self.slow.sort_by_key(|s| s.1);
         }

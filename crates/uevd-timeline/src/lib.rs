@@ -6,7 +6,7 @@
 //! so a journal lines up with `dmesg`.
 //!
 //! ```text
-//! {"type":"header","format":"uevd-timeline","version":1,"clock":"boottime","unit":"ns","pid":412,"started":1840000000}
+//! {"type":"header","format":"uevd-timeline","version":2,"clock":"boottime","unit":"ns","pid":412,"started":1840000000}
 //! {"type":"event","id":1,"seqnum":2210,"action":"add","devpath":"/devices/virtual/net/v0","subsystem":"net","source":"kernel","worker":0,"arrived":1850000000,"started":1850001000,"finished":1850042000,"steps":[["db",1850002000,30000]],"result":"ok"}
 //! {"type":"mark","name":"overflow","at":1860000000,"detail":"receive buffer overrun"}
 //! ```
@@ -158,6 +158,10 @@ pub struct ModuleRecord {
 }
 
 /// A record in the journal.
+// An entry lives only from the end of its event to its serialization,
+// one at a time per worker: boxing the event would cost an allocation
+// per event for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Entry {
     Event(EventRecord),
