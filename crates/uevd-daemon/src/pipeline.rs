@@ -24,7 +24,9 @@ use uevd_node::{Claimant, DevDir, Links, Node, NodeKind, Permissions};
 use uevd_queue::EventId;
 use uevd_rules::Rules;
 use uevd_sysfs::{Device, Sysfs};
-use uevd_timeline::{now, Entry, EventRecord, Journal, ProgramRecord, Step};
+use uevd_timeline::{
+    now, BuiltinRecord, Entry, EventRecord, Journal, LineRecord, ProgramRecord, Step,
+};
 use uevd_uevent::Action;
 
 /// What uevd remembers about a device it has processed, so that neither
@@ -68,6 +70,8 @@ pub struct Processor {
 struct Clock {
     steps: Vec<Step>,
     programs: Vec<ProgramRecord>,
+    builtins: Vec<BuiltinRecord>,
+    slow_lines: Vec<LineRecord>,
     mark: u64,
     enabled: bool,
 }
@@ -77,20 +81,47 @@ impl Clock {
         Clock {
             steps: Vec::new(),
             programs: Vec::new(),
+            builtins: Vec::new(),
+            slow_lines: Vec::new(),
             mark: if enabled { now() } else { 0 },
             enabled,
         }
     }
 
-    /// Which programs the rules ran, and whether in-process.
-    fn programs(&mut self, runs: &[uevd_rules::ProgramRun]) {
+    /// Which programs and builtins the rules ran, and the lines that
+    /// took long.
+    fn rules(&mut self, outcome: &mut uevd_rules::Outcome) {
         if self.enabled {
-            self.programs.extend(runs.iter().map(|p| ProgramRecord {
-                name: p.name.clone(),
-                in_process: p.in_process,
-                start: p.start,
-                duration: p.duration,
-            }));
+            self.programs
+                .extend(outcome.programs.iter().map(|p| ProgramRecord {
+                    name: p.name.clone(),
+                    in_process: p.in_process,
+                    start: p.start,
+                    duration: p.duration,
+                }));
+            self.builtins.append(&mut outcome.builtins);
+            self.slow_lines.append(&mut outcome.slow_lines);
+        }
+    }
+
+    /// A start time for [`Clock::builtin`]; no clock read when disabled.
+    fn start(&self) -> u64 {
+        if self.enabled {
+            now()
+        } else {
+            0
+        }
+    }
+
+    /// A RUN{builtin} that began at `start`.
+    fn builtin(&mut self, name: &'static str, start: u64) {
+        if self.enabled {
+            self.builtins.push(BuiltinRecord {
+                name,
+                via: uevd_timeline::Via::Run,
+                start,
+                duration: now().saturating_sub(start),
+            });
         }
     }
 
@@ -221,6 +252,8 @@ impl Processor {
                 finished: now(),
                 steps: clock.steps,
                 programs: clock.programs,
+                builtins: clock.builtins,
+                slow_lines: clock.slow_lines,
                 error,
             }));
         }
@@ -355,11 +388,19 @@ impl Processor {
         dev: &Rc<Device>,
         outcome: &uevd_rules::Outcome,
         env: &Properties,
+        clock: &mut Clock,
         errors: &mut Vec<String>,
     ) {
         for r in &outcome.run {
+            let start = clock.start();
             if let Err(e) = rules.run(r, dev, env) {
                 errors.push(format!("RUN: {e}"));
+            }
+            if let uevd_rules::Run::Builtin(name, _) = r {
+                // A builtin uevd lacks ran nothing: no time to show.
+                if uevd_builtins::find(name.as_bytes()).is_some() {
+                    clock.builtin(name, start);
+                }
             }
         }
     }
@@ -370,9 +411,10 @@ impl Processor {
         &self,
         dev: &Rc<Device>,
         previous: Option<&Record>,
+        clock: &Clock,
     ) -> (Arc<Rules>, uevd_rules::Outcome) {
         let rules = self.rules();
-        let outcome = rules.apply(
+        let outcome = rules.apply_timed(
             uevd_rules::Event {
                 device: dev.clone(),
                 previous,
@@ -380,6 +422,7 @@ impl Processor {
                 trace: false,
             },
             self,
+            clock.enabled,
         );
         (rules, outcome)
     }
@@ -403,9 +446,9 @@ impl Processor {
             None => self.previous(dev.devpath(), &id),
         };
         clock.step("device");
-        let (rules, mut outcome) = self.run_rules(dev, previous.as_deref());
+        let (rules, mut outcome) = self.run_rules(dev, previous.as_deref(), clock);
         clock.step("rules");
-        clock.programs(&outcome.programs);
+        clock.rules(&mut outcome);
         let mut errors: Vec<String> = std::mem::take(&mut outcome.warnings);
         let renamed = self.rename_interface(dev, &outcome, &mut errors);
         let node = Self::node_of(dev);
@@ -495,7 +538,7 @@ impl Processor {
         }
         announce.extend(announced_properties(&record));
         if !outcome.run.is_empty() {
-            self.run_programs(&rules, dev, &outcome, &announce, &mut errors);
+            self.run_programs(&rules, dev, &outcome, &announce, clock, &mut errors);
             clock.step("run");
         }
         self.known().insert(
@@ -521,9 +564,9 @@ impl Processor {
             None => self.previous(dev.devpath(), &id),
         };
         clock.step("device");
-        let (rules, mut outcome) = self.run_rules(dev, previous.as_deref());
+        let (rules, mut outcome) = self.run_rules(dev, previous.as_deref(), clock);
         clock.step("rules");
-        clock.programs(&outcome.programs);
+        clock.rules(&mut outcome);
         let mut errors: Vec<String> = std::mem::take(&mut outcome.warnings);
         if let Some(w) = &self.watches {
             w.unwatch(dev.devpath());
@@ -563,7 +606,7 @@ impl Processor {
             announce.extend(announced_properties(prev));
         }
         if !outcome.run.is_empty() {
-            self.run_programs(&rules, dev, &outcome, &announce, &mut errors);
+            self.run_programs(&rules, dev, &outcome, &announce, clock, &mut errors);
             clock.step("run");
         }
         (announce, errors)

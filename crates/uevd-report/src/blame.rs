@@ -101,6 +101,99 @@ pub fn programs(j: &Journal) -> Vec<Tally> {
     sorted(m)
 }
 
+/// A builtin's runs over all events, and what asked for them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BuiltinTally {
+    pub tally: Tally,
+    /// How many runs came by each way (`import`, `program`, `run`).
+    pub via: BTreeMap<String, usize>,
+}
+
+impl BuiltinTally {
+    /// `(import)`, or `(import 12, run 3)` when it came more ways than one.
+    fn via_text(&self) -> String {
+        let parts: Vec<String> = if self.via.len() == 1 {
+            self.via.keys().cloned().collect()
+        } else {
+            self.via.iter().map(|(v, n)| format!("{v} {n}")).collect()
+        };
+        format!("({})", parts.join(", "))
+    }
+}
+
+/// Every builtin run in-process (the journal's `builtins`, version 2),
+/// by name, largest total first.
+pub fn builtins(j: &Journal) -> Vec<BuiltinTally> {
+    let mut m: BTreeMap<String, BuiltinTally> = BTreeMap::new();
+    for e in &j.events {
+        for (name, via, _, d) in &e.builtins {
+            let b = m.entry(name.clone()).or_insert_with(|| BuiltinTally {
+                tally: Tally {
+                    name: name.clone(),
+                    ..Tally::default()
+                },
+                ..BuiltinTally::default()
+            });
+            b.tally.add(*d);
+            *b.via.entry(via.clone()).or_default() += 1;
+        }
+    }
+    let mut v: Vec<BuiltinTally> = m.into_values().collect();
+    v.sort_by(|a, b| {
+        b.tally
+            .total
+            .cmp(&a.tally.total)
+            .then_with(|| a.tally.name.cmp(&b.tally.name))
+    });
+    v
+}
+
+/// The rule lines the journal names as slow (`slow_lines`, version 2),
+/// by `file:line`, largest total first. A line is counted only for the
+/// events where it was slow.
+pub fn rule_lines(j: &Journal) -> Vec<Tally> {
+    let mut m: BTreeMap<String, Tally> = BTreeMap::new();
+    for e in &j.events {
+        for (place, _, d) in &e.slow_lines {
+            m.entry(place.clone())
+                .or_insert_with(|| Tally {
+                    name: place.clone(),
+                    ..Tally::default()
+                })
+                .add(*d);
+        }
+    }
+    sorted(m)
+}
+
+/// What the rules step holds: its total, the builtins run inside it
+/// (IMPORT{builtin}, in-process programs), and the programs it forked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RulesSplit {
+    pub rules: u64,
+    pub builtins: u64,
+    pub forked: u64,
+}
+
+pub fn rules_split(j: &Journal) -> RulesSplit {
+    let mut s = RulesSplit::default();
+    for e in &j.events {
+        for st in &e.steps {
+            if st.name() == "rules" {
+                s.rules += st.duration();
+            } else if st.program().is_some_and(|p| p.ends_with("(forked)")) {
+                s.forked += st.duration();
+            }
+        }
+        for (_, via, _, d) in &e.builtins {
+            if via != "run" {
+                s.builtins += d;
+            }
+        }
+    }
+    s
+}
+
 pub fn modules(j: &Journal) -> Vec<Tally> {
     let mut m: BTreeMap<String, Tally> = BTreeMap::new();
     for md in &j.modules {
@@ -165,17 +258,44 @@ fn step_line(e: &Event) -> String {
     s
 }
 
-fn tally_table(out: &mut String, title: &str, rows: &[Tally], with_wait: bool, limit: usize) {
+/// Optional columns of a tally table.
+#[derive(Clone, Copy, Default)]
+struct Columns {
+    wait: bool,
+    /// Each row's share of this much (all processing).
+    share_of: Option<u64>,
+    /// The last column's heading, "name" when not given.
+    heading: Option<&'static str>,
+}
+
+fn tally_table(out: &mut String, title: &str, rows: &[Tally], cols: Columns, limit: usize) {
+    let names: Vec<String> = rows.iter().map(|t| t.name.clone()).collect();
+    named_tally_table(out, title, rows, &names, cols, limit);
+}
+
+/// A tally table whose last column is `names` (one per row) instead of
+/// the rows' own names.
+fn named_tally_table(
+    out: &mut String,
+    title: &str,
+    rows: &[Tally],
+    names: &[String],
+    cols: Columns,
+    limit: usize,
+) {
     if rows.is_empty() {
         return;
     }
     let _ = writeln!(out, "\n{title}");
     let mut lines = vec![{
         let mut h = vec!["count", "total", "mean", "max"];
-        if with_wait {
+        if cols.wait {
             h.push("mean wait");
         }
-        h.push("name");
+        if cols.share_of.is_some() {
+            h.push("share");
+        }
+        h.push(cols.heading.unwrap_or("name"));
         h.into_iter().map(String::from).collect::<Vec<_>>()
     }];
     let shown = if limit > 0 {
@@ -183,12 +303,15 @@ fn tally_table(out: &mut String, title: &str, rows: &[Tally], with_wait: bool, l
     } else {
         rows.len()
     };
-    for t in &rows[..shown] {
+    for (t, name) in rows[..shown].iter().zip(names) {
         let mut l = vec![t.count.to_string(), dur(t.total), dur(t.mean()), dur(t.max)];
-        if with_wait {
+        if cols.wait {
             l.push(dur(t.wait / t.count.max(1) as u64));
         }
-        let mut name = t.name.clone();
+        if let Some(whole) = cols.share_of {
+            l.push(pct(t.total, whole));
+        }
+        let mut name = name.clone();
         if t.failed > 0 {
             let _ = write!(name, " ({} failed)", t.failed);
         }
@@ -278,9 +401,13 @@ pub fn report(j: &Journal, by: SortBy, limit: usize) -> String {
     }
     tally_table(
         &mut out,
-        "Subsystems (by processing time; wait = time in the queue):",
+        "Subsystems (by processing time; wait = time in the queue, share = of all processing):",
         &subsystems(j),
-        true,
+        Columns {
+            wait: true,
+            share_of: Some(busy),
+            heading: None,
+        },
         limit,
     );
     let st = steps(j);
@@ -298,9 +425,174 @@ pub fn report(j: &Journal, by: SortBy, limit: usize) -> String {
             );
         }
     }
-    tally_table(&mut out, "Programs:", &programs(j), false, limit);
-    tally_table(&mut out, "Modules:", &modules(j), false, limit);
+    let split = rules_split(j);
+    if split.rules > 0 {
+        let rest = split.rules.saturating_sub(split.builtins + split.forked);
+        let _ = writeln!(
+            out,
+            "\nThe rules step, {}: builtins {} ({}), forked programs {} ({}), \
+             the rest (matching, substitution, assignments) {} ({}).",
+            dur(split.rules),
+            dur(split.builtins),
+            pct(split.builtins, split.rules),
+            dur(split.forked),
+            pct(split.forked, split.rules),
+            dur(rest),
+            pct(rest, split.rules),
+        );
+    }
+    let bt = builtins(j);
+    let rows: Vec<Tally> = bt.iter().map(|b| b.tally.clone()).collect();
+    let names: Vec<String> = bt
+        .iter()
+        .map(|b| format!("{} {}", b.tally.name, b.via_text()))
+        .collect();
+    named_tally_table(
+        &mut out,
+        "Builtins, in-process (via import = IMPORT{builtin}, program = PROGRAM or \
+         IMPORT{program} answered in-process, both in the rules step; run = RUN{builtin}, \
+         in the run step; share = of all processing):",
+        &rows,
+        &names,
+        Columns {
+            share_of: Some(busy),
+            heading: Some("builtin (via)"),
+            ..Columns::default()
+        },
+        limit,
+    );
+    tally_table(
+        &mut out,
+        &format!(
+            "Slowest rule lines (evaluations of {} or more, at most {} per event; a line's \
+             time includes the builtins and programs it ran):",
+            dur(uevd_timeline::SLOW_LINE_NS),
+            uevd_timeline::SLOW_LINES_KEPT
+        ),
+        &rule_lines(j),
+        Columns {
+            heading: Some("file:line"),
+            ..Columns::default()
+        },
+        limit,
+    );
+    if j.header.version < 2 && !j.events.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n(journal version {}: builtin and rule line times start with version 2)",
+            j.header.version
+        );
+    }
+    tally_table(
+        &mut out,
+        "Programs:",
+        &programs(j),
+        Columns::default(),
+        limit,
+    );
+    tally_table(&mut out, "Modules:", &modules(j), Columns::default(), limit);
     out
+}
+
+fn tally_json(t: &Tally, share_of: Option<u64>) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "name": t.name,
+        "count": t.count,
+        "total": t.total,
+        "mean": t.mean(),
+        "max": t.max,
+    });
+    if let Some(whole) = share_of {
+        v["share"] = serde_json::json!(share(t.total, whole));
+    }
+    if t.failed > 0 {
+        v["failed"] = serde_json::json!(t.failed);
+    }
+    v
+}
+
+/// A fraction of `whole`, 0 when there is none.
+fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+/// The report as one JSON document: times in ns, shares as fractions of
+/// all processing. `limit` bounds the slowest events only; every table is
+/// whole.
+pub fn json(j: &Journal, by: SortBy, limit: usize) -> String {
+    use serde_json::{json, Value};
+    let busy: u64 = j.events.iter().map(Event::processing).sum();
+    let workers: std::collections::BTreeSet<usize> = j.events.iter().map(|e| e.worker).collect();
+    let first = j.events.iter().map(|e| e.arrived).min().unwrap_or(0);
+    let last = j.events.iter().map(|e| e.finished).max().unwrap_or(0);
+    let slowest: Vec<Value> = slowest(j, by, limit)
+        .into_iter()
+        .map(|e| {
+            json!({
+                "id": e.id,
+                "action": e.action,
+                "devpath": e.devpath,
+                "subsystem": e.subsystem,
+                "worker": e.worker,
+                "total": e.finished.saturating_sub(e.arrived),
+                "wait": e.wait(),
+                "processing": e.processing(),
+                "steps": e.steps.iter().map(|s| json!({"name": s.name(), "duration": s.duration()})).collect::<Vec<_>>(),
+                "builtins": e.builtins.iter().map(|(n, via, _, d)| json!({"name": n, "via": via, "duration": d})).collect::<Vec<_>>(),
+                "slow_lines": e.slow_lines.iter().map(|(p, _, d)| json!({"line": p, "duration": d})).collect::<Vec<_>>(),
+                "failed": e.failed(),
+                "error": e.error,
+            })
+        })
+        .collect();
+    let subsystems: Vec<Value> = subsystems(j)
+        .iter()
+        .map(|t| {
+            let mut v = tally_json(t, Some(busy));
+            v["mean_wait"] = json!(t.wait / t.count.max(1) as u64);
+            v
+        })
+        .collect();
+    let builtins: Vec<Value> = builtins(j)
+        .iter()
+        .map(|b| {
+            let mut v = tally_json(&b.tally, Some(busy));
+            v["via"] = json!(b.via);
+            v
+        })
+        .collect();
+    let split = rules_split(j);
+    let doc = json!({
+        "unit": "ns",
+        "version": j.header.version,
+        "events": j.events.len(),
+        "workers": workers.len(),
+        "span": last.saturating_sub(first),
+        "processing": busy,
+        "failed": j.events.iter().filter(|e| e.failed()).count(),
+        "trigger": j.trigger_start(),
+        "settle_done": j.settle_done(),
+        "slowest": slowest,
+        "subsystems": subsystems,
+        "steps": steps(j).iter().map(|t| tally_json(t, Some(busy))).collect::<Vec<_>>(),
+        "rules_step": {
+            "total": split.rules,
+            "builtins": split.builtins,
+            "forked_programs": split.forked,
+        },
+        "builtins": builtins,
+        "rule_lines": rule_lines(j).iter().map(|t| tally_json(t, None)).collect::<Vec<_>>(),
+        "slow_line_threshold": uevd_timeline::SLOW_LINE_NS,
+        "programs": programs(j).iter().map(|t| tally_json(t, None)).collect::<Vec<_>>(),
+        "modules": modules(j).iter().map(|t| tally_json(t, None)).collect::<Vec<_>>(),
+    });
+    let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    s.push('\n');
+    s
 }
 
 #[cfg(test)]
@@ -355,6 +647,121 @@ mod tests {
         assert!(r.contains("failed: exit 1"));
         assert!(r.contains("scsi_id (1 failed)"));
         assert!(r.contains("Modules:"));
+    }
+
+    const J2: &str = r#"{"type":"header","format":"uevd-timeline","version":2,"pid":1,"started":0}
+{"type":"event","id":1,"action":"add","devpath":"/devices/b/sda","subsystem":"block","source":"kernel","worker":0,"arrived":0,"started":0,"finished":1000000,"steps":[["device",0,100000],["rules",100000,800000],["db",900000,100000]],"programs":[["scsi_id","in-process",150000,100000],["ata_id","forked",300000,200000]],"builtins":[["blkid","import",110000,300000],["scsi_id","program",150000,100000]],"slow_lines":[["60-persistent-storage.rules:80",105000,310000],["60-persistent-storage.rules:55",300000,210000]],"result":"ok"}
+{"type":"event","id":2,"action":"add","devpath":"/devices/b/sdb","subsystem":"block","source":"kernel","worker":1,"arrived":0,"started":0,"finished":600000,"steps":[["rules",0,400000],["run",400000,200000]],"builtins":[["blkid","import",10000,100000],["kmod","run",400000,150000]],"slow_lines":[["60-persistent-storage.rules:80",5000,110000]],"result":"ok"}
+{"type":"event","id":3,"action":"add","devpath":"/devices/v/net/v0","subsystem":"net","source":"kernel","worker":1,"arrived":0,"started":0,"finished":400000,"steps":[["rules",0,300000]],"builtins":[["net_id","import",1000,50000],["path_id","import",60000,10000],["kmod","run",70000,5000]],"result":"ok"}
+"#;
+
+    #[test]
+    fn builtins_lines_and_subsystems_add_up() {
+        let j = Journal::parse(J2).unwrap();
+        let b = builtins(&j);
+        let row = |name: &str| b.iter().find(|t| t.tally.name == name).unwrap();
+        assert_eq!(b[0].tally.name, "blkid", "largest total first");
+        let blkid = row("blkid");
+        assert_eq!(
+            (
+                blkid.tally.count,
+                blkid.tally.total,
+                blkid.tally.mean(),
+                blkid.tally.max
+            ),
+            (2, 400_000, 200_000, 300_000)
+        );
+        assert_eq!(blkid.via_text(), "(import)");
+        let kmod = row("kmod");
+        assert_eq!((kmod.tally.count, kmod.tally.total), (2, 155_000));
+        assert_eq!(row("scsi_id").via_text(), "(program)");
+        assert_eq!(b.len(), 5);
+
+        let lines = rule_lines(&j);
+        assert_eq!(lines[0].name, "60-persistent-storage.rules:80");
+        assert_eq!(
+            (lines[0].count, lines[0].total, lines[0].mean()),
+            (2, 420_000, 210_000)
+        );
+        assert_eq!((lines[1].count, lines[1].total), (1, 210_000));
+
+        let s = subsystems(&j);
+        assert_eq!(
+            (s[0].name.as_str(), s[0].count, s[0].total, s[0].mean()),
+            ("block", 2, 1_600_000, 800_000)
+        );
+        assert_eq!((s[1].name.as_str(), s[1].total), ("net", 400_000));
+
+        // kmod's run-step time is not the rules step's; ata_id was forked.
+        let split = rules_split(&j);
+        assert_eq!(
+            split,
+            RulesSplit {
+                rules: 1_500_000,
+                builtins: 300_000 + 100_000 + 100_000 + 50_000 + 10_000,
+                forked: 200_000,
+            }
+        );
+    }
+
+    #[test]
+    fn builtins_lines_and_shares_in_text_and_json() {
+        let j = Journal::parse(J2).unwrap();
+        let r = report(&j, SortBy::Processing, 10);
+        // 1.6ms of 2.0ms processing.
+        assert!(r.contains("      80.0%  block"), "{r}");
+        assert!(
+            r.contains("         2      400us      200us      300us      20.0%  blkid (import)"),
+            "{r}"
+        );
+        // The forked program is inside the rules step, not a step beside it.
+        assert!(r.contains("  1.500ms  75.0%  rules (3 runs"), "{r}");
+        assert!(r.contains("kmod (run)"), "{r}");
+        assert!(
+            r.contains(
+                "         2      420us      210us      310us  60-persistent-storage.rules:80"
+            ),
+            "{r}"
+        );
+        assert!(
+            r.contains(
+                "The rules step, 1.500ms: builtins 560us (37.3%), forked programs 200us (13.3%)"
+            ),
+            "{r}"
+        );
+        assert!(!r.contains("journal version"), "{r}");
+
+        let v: serde_json::Value = serde_json::from_str(&json(&j, SortBy::Processing, 1)).unwrap();
+        assert_eq!(v["unit"], "ns");
+        assert_eq!(v["events"], 3);
+        assert_eq!(v["processing"], 2_000_000);
+        assert_eq!(v["slowest"].as_array().unwrap().len(), 1);
+        assert_eq!(v["slowest"][0]["devpath"], "/devices/b/sda");
+        assert_eq!(v["builtins"][0]["name"], "blkid");
+        assert_eq!(v["builtins"][0]["total"], 400_000);
+        assert_eq!(v["builtins"][0]["mean"], 200_000);
+        assert_eq!(v["builtins"][0]["via"]["import"], 2);
+        assert_eq!(v["builtins"][0]["share"], 0.2);
+        assert_eq!(v["rule_lines"][0]["name"], "60-persistent-storage.rules:80");
+        assert_eq!(v["rule_lines"][0]["count"], 2);
+        assert_eq!(v["subsystems"][0]["name"], "block");
+        assert_eq!(v["subsystems"][0]["share"], 0.8);
+        assert_eq!(v["subsystems"][1]["mean"], 400_000);
+        assert_eq!(v["rules_step"]["forked_programs"], 200_000);
+    }
+
+    #[test]
+    fn an_old_journal_says_it_has_no_builtin_times() {
+        let j = Journal::parse(J).unwrap();
+        assert!(builtins(&j).is_empty() && rule_lines(&j).is_empty());
+        let r = report(&j, SortBy::Processing, 10);
+        assert!(
+            r.contains("journal version 1: builtin and rule line times"),
+            "{r}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&json(&j, SortBy::Processing, 0)).unwrap();
+        assert_eq!(v["builtins"], serde_json::json!([]));
+        assert_eq!(v["slowest"].as_array().unwrap().len(), 3);
     }
 
     #[test]

@@ -72,6 +72,13 @@ pub struct Event {
     /// the rules ran; folded into `steps` as `program:NAME (how)` on reading.
     #[serde(default)]
     pub programs: Vec<(String, String, u64, u64)>,
+    /// `[name, "import", "program" or "run", start, duration]` of each
+    /// builtin run in-process (version 2).
+    #[serde(default)]
+    pub builtins: Vec<(String, String, u64, u64)>,
+    /// `["file:line", start, duration]` of each slow rule line (version 2).
+    #[serde(default)]
+    pub slow_lines: Vec<(String, u64, u64)>,
     #[serde(default)]
     pub result: String,
     #[serde(default)]

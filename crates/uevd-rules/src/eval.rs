@@ -111,6 +111,12 @@ pub struct Outcome {
     pub trace: Vec<String>,
     /// PROGRAM and IMPORT{program} runs, in order.
     pub programs: Vec<ProgramRun>,
+    /// Builtins run in-process (IMPORT{builtin}, and helper programs
+    /// answered in-process), in order; timed only by [`Rules::apply_timed`].
+    pub builtins: Vec<uevd_timeline::BuiltinRecord>,
+    /// Lines that took at least [`uevd_timeline::SLOW_LINE_NS`]; only
+    /// with [`Rules::apply_timed`].
+    pub slow_lines: Vec<uevd_timeline::LineRecord>,
     /// Problems met on the way (failed writes, programs that failed).
     pub warnings: Vec<String>,
 }
@@ -200,6 +206,9 @@ struct State<'a> {
     /// OPTIONS+="log_level=debug": log each rule that applies from here on.
     log_rules: bool,
     programs: Vec<ProgramRun>,
+    /// Whether builtins and programs are timed.
+    timing: bool,
+    builtins: Vec<uevd_timeline::BuiltinRecord>,
     warnings: Vec<String>,
     /// (file, line) of the line being applied.
     place: (u32, u32),
@@ -1189,6 +1198,7 @@ impl<'a> State<'a> {
         // Quotes group words, as udev splits a builtin's command line.
         let args = uevd_spawn::split(command);
         let mut out = Vec::new();
+        let started = crate::timing::start(self.timing);
         let result = builtin.run(
             &uevd_builtins::Call {
                 device: self.dev,
@@ -1198,6 +1208,12 @@ impl<'a> State<'a> {
             },
             &mut out,
         );
+        self.builtins.push(crate::timing::builtin(
+            builtin.name(),
+            uevd_timeline::Via::Import,
+            self.timing,
+            started,
+        ));
         match result {
             Ok(()) => {
                 for (k, v) in out {
@@ -1220,7 +1236,7 @@ impl<'a> State<'a> {
     /// and cdrom_id are answered in-process when uevd's own can answer
     /// exactly, anything else is forked. Which one ran is recorded.
     fn run_program(&mut self, command: &[u8]) -> Result<Vec<u8>, String> {
-        let started = uevd_timeline::now();
+        let started = crate::timing::start(self.timing);
         let argv = uevd_spawn::split(command);
         let name = argv
             .first()
@@ -1231,7 +1247,11 @@ impl<'a> State<'a> {
                 name: String::from_utf8_lossy(&name).into_owned(),
                 in_process,
                 start: started,
-                duration: uevd_timeline::now().saturating_sub(started),
+                duration: if state.timing {
+                    uevd_timeline::now().saturating_sub(started)
+                } else {
+                    0
+                },
             });
         };
         if let (true, Some(emulation)) = (self.rules.programs, uevd_builtins::find_program(&name)) {
@@ -1245,6 +1265,14 @@ impl<'a> State<'a> {
                 },
                 &mut pairs,
             );
+            // Recorded even when it cannot answer: the attempt took time
+            // before the real program was forked.
+            self.builtins.push(crate::timing::builtin(
+                emulation.name(),
+                uevd_timeline::Via::Program,
+                self.timing,
+                started,
+            ));
             match result {
                 Ok(()) => {
                     record(self, true);
@@ -1392,6 +1420,12 @@ fn sysctl_path(name: &[u8]) -> PathBuf {
 impl Rules {
     /// Runs the rules for one event.
     pub fn apply(&self, event: Event<'_>, store: &dyn Store) -> Outcome {
+        self.apply_timed(event, store, false)
+    }
+
+    /// Runs the rules for one event; with `timing`, the time of each
+    /// builtin and program, and the slow lines, are in the outcome.
+    pub fn apply_timed(&self, event: Event<'_>, store: &dyn Store, timing: bool) -> Outcome {
         let dev = &event.device;
         let ev = dev.event();
         let remove = ev.action() == Action::Remove;
@@ -1450,6 +1484,8 @@ impl Rules {
             trace: event.trace.then(Vec::new),
             log_rules: false,
             programs: Vec::new(),
+            timing,
+            builtins: Vec::new(),
             warnings: Vec::new(),
             place: (0, 0),
         };
@@ -1466,9 +1502,12 @@ impl Rules {
         let kinds = self.candidates(ev.action(), subsystem.as_deref(), mask);
         let candidates = kinds.for_name(&kernel_name(dev));
         let mut pos = 0;
+        let mut timer = crate::timing::Lines::new(timing);
         while pos < candidates.len() {
             let line = &self.lines[candidates[pos] as usize];
-            match state.apply_line(line) {
+            let goto = state.apply_line(line);
+            timer.done(candidates[pos]);
+            match goto {
                 Some(target) => pos = candidates.partition_point(|&c| c < target),
                 None => pos += 1,
             }
@@ -1504,6 +1543,8 @@ impl Rules {
             watch: state.watch,
             trace: state.trace.unwrap_or_default(),
             programs: state.programs,
+            builtins: state.builtins,
+            slow_lines: timer.finish(self),
             warnings: state.warnings,
         }
     }

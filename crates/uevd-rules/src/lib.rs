@@ -9,6 +9,7 @@ mod compile;
 mod eval;
 pub mod syntax;
 pub mod template;
+mod timing;
 mod users;
 
 pub use compile::{builtin_of, UDEV_BUILTINS};

@@ -6,7 +6,7 @@
 //! so a journal lines up with `dmesg`.
 //!
 //! ```text
-//! {"type":"header","format":"uevd-timeline","version":1,"clock":"boottime","unit":"ns","pid":412,"started":1840000000}
+//! {"type":"header","format":"uevd-timeline","version":2,"clock":"boottime","unit":"ns","pid":412,"started":1840000000}
 //! {"type":"event","id":1,"seqnum":2210,"action":"add","devpath":"/devices/virtual/net/v0","subsystem":"net","source":"kernel","worker":0,"arrived":1850000000,"started":1850001000,"finished":1850042000,"steps":[["db",1850002000,30000]],"result":"ok"}
 //! {"type":"mark","name":"overflow","at":1860000000,"detail":"receive buffer overrun"}
 //! ```
@@ -14,8 +14,9 @@
 //! Event fields: `id` (uevd's own order of arrival), `seqnum` (the kernel's,
 //! absent for events uevd synthesised), `source` (`kernel`, `coldplug` or
 //! `rescan`), `synth_uuid` (set by `trigger`), `worker`, the three times,
-//! `steps` as `[name, start, duration]` and `result` (`ok` or `error`, with
-//! `error` the message).
+//! `steps` as `[name, start, duration]`, `programs`, `builtins` as
+//! `[name, via, start, duration]`, `slow_lines` as `[file:line, start,
+//! duration]` and `result` (`ok` or `error`, with `error` the message).
 //!
 //! Marks: `coldplug-start`, `coldplug-end`, `overflow`, `rescan-start`,
 //! `rescan-end`, `settle-request`, `settle-done`, `exit`.
@@ -36,7 +37,7 @@ use std::time::Duration;
 pub mod read;
 
 pub const FORMAT: &str = "uevd-timeline";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Nanoseconds of CLOCK_BOOTTIME.
 pub fn now() -> u64 {
@@ -76,7 +77,64 @@ pub struct EventRecord {
     pub steps: Vec<Step>,
     /// Programs the rules ran (PROGRAM, IMPORT{program}).
     pub programs: Vec<ProgramRecord>,
+    /// Builtins that ran in-process, however a rule asked for them.
+    pub builtins: Vec<BuiltinRecord>,
+    /// Rule lines whose evaluation took at least [`SLOW_LINE_NS`].
+    pub slow_lines: Vec<LineRecord>,
     pub error: Option<String>,
+}
+
+/// What asked for a builtin. The rules step holds `Import` and `Program`
+/// runs, the run step `Run` runs: the three are told apart so that a
+/// builtin's time can be charged to the right step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// `IMPORT{builtin}`.
+    Import,
+    /// `PROGRAM` or `IMPORT{program}` naming a helper program (scsi_id,
+    /// ata_id, cdrom_id) that uevd answers in-process.
+    Program,
+    /// `RUN{builtin}`.
+    Run,
+}
+
+impl Via {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::Import => "import",
+            Via::Program => "program",
+            Via::Run => "run",
+        }
+    }
+}
+
+/// One run of a builtin or of an in-process helper program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BuiltinRecord {
+    pub name: &'static str,
+    pub via: Via,
+    /// CLOCK_BOOTTIME ns; 0 with the duration when nothing was timing.
+    pub start: u64,
+    pub duration: u64,
+}
+
+/// The threshold above which a rule line's evaluation is recorded: well
+/// above a line that only compares strings (about 1 us), below any that
+/// reads a file, runs a builtin or forks.
+pub const SLOW_LINE_NS: u64 = 50_000;
+
+/// At most this many slow lines are kept per event, the slowest, so that
+/// a pathological rule set cannot blow up the journal.
+pub const SLOW_LINES_KEPT: usize = 8;
+
+/// A rule line whose evaluation was slow: `file:line` (the file's name
+/// without its directory, which identifies it since rules files mask each
+/// other by name), time included of what it ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LineRecord {
+    pub place: String,
+    pub start: u64,
+    pub duration: u64,
 }
 
 /// A program a rule ran: answered in-process by uevd's own
@@ -100,6 +158,10 @@ pub struct ModuleRecord {
 }
 
 /// A record in the journal.
+// An entry lives only from the end of its event to its serialization,
+// one at a time per worker: boxing the event would cost an allocation
+// per event for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Entry {
     Event(EventRecord),
@@ -175,6 +237,32 @@ impl Entry {
                         o.push(',');
                         json_str(&mut o, if p.in_process { "in-process" } else { "forked" });
                         let _ = write!(o, ",{},{}]", p.start, p.duration);
+                    }
+                    o.push(']');
+                }
+                if !e.builtins.is_empty() {
+                    o.push_str(",\"builtins\":[");
+                    for (i, b) in e.builtins.iter().enumerate() {
+                        if i > 0 {
+                            o.push(',');
+                        }
+                        o.push('[');
+                        json_str(&mut o, b.name);
+                        o.push(',');
+                        json_str(&mut o, b.via.as_str());
+                        let _ = write!(o, ",{},{}]", b.start, b.duration);
+                    }
+                    o.push(']');
+                }
+                if !e.slow_lines.is_empty() {
+                    o.push_str(",\"slow_lines\":[");
+                    for (i, l) in e.slow_lines.iter().enumerate() {
+                        if i > 0 {
+                            o.push(',');
+                        }
+                        o.push('[');
+                        json_str(&mut o, &l.place);
+                        let _ = write!(o, ",{},{}]", l.start, l.duration);
                     }
                     o.push(']');
                 }
@@ -397,6 +485,8 @@ mod tests {
                 start: 22,
                 duration: 3,
             }],
+            builtins: vec![],
+            slow_lines: vec![],
             error: Some("boom".into()),
         };
         j.record(Entry::Event(ev.clone()));
@@ -431,6 +521,85 @@ mod tests {
             ("sd_mod", 40, "ok")
         );
         assert_eq!(journal.marks[0].name, "overflow");
+    }
+
+    #[test]
+    fn builtins_and_slow_lines_read_back_and_old_journals_still_read() {
+        let ev = EventRecord {
+            id: 3,
+            action: "add",
+            devpath: "/devices/virtual/block/loop7".into(),
+            subsystem: "block".into(),
+            source: "kernel",
+            arrived: 1,
+            started: 2,
+            finished: 900,
+            builtins: vec![
+                BuiltinRecord {
+                    name: "blkid",
+                    via: Via::Import,
+                    start: 10,
+                    duration: 400,
+                },
+                BuiltinRecord {
+                    name: "scsi_id",
+                    via: Via::Program,
+                    start: 500,
+                    duration: 20,
+                },
+                BuiltinRecord {
+                    name: "kmod",
+                    via: Via::Run,
+                    start: 800,
+                    duration: 7,
+                },
+            ],
+            slow_lines: vec![LineRecord {
+                place: "60-persistent-storage.rules:93".into(),
+                start: 9,
+                duration: 402,
+            }],
+            ..EventRecord::default()
+        };
+        let line = Entry::Event(ev).to_json();
+        assert!(
+            line.contains(r#""builtins":[["blkid","import",10,400],["scsi_id","program",500,20],["kmod","run",800,7]]"#),
+            "{line}"
+        );
+        assert!(
+            line.contains(r#""slow_lines":[["60-persistent-storage.rules:93",9,402]]"#),
+            "{line}"
+        );
+        let header = format!(
+            r#"{{"type":"header","format":"{FORMAT}","version":{VERSION},"clock":"boottime","unit":"ns","pid":1,"started":0}}"#
+        );
+        let j = read::Journal::parse(&format!("{header}\n{line}\n")).unwrap();
+        let e = &j.events[0];
+        assert_eq!(
+            e.builtins,
+            vec![
+                ("blkid".to_string(), "import".to_string(), 10, 400),
+                ("scsi_id".to_string(), "program".to_string(), 500, 20),
+                ("kmod".to_string(), "run".to_string(), 800, 7),
+            ]
+        );
+        assert_eq!(
+            e.slow_lines,
+            vec![("60-persistent-storage.rules:93".to_string(), 9, 402)]
+        );
+        // Nothing to say: neither field is written.
+        let plain = Entry::Event(EventRecord::default()).to_json();
+        assert!(!plain.contains("builtins") && !plain.contains("slow_lines"));
+        // A version 1 journal has neither field and reads as before.
+        let v1 = concat!(
+            r#"{"type":"header","format":"uevd-timeline","version":1,"clock":"boottime","unit":"ns","pid":1,"started":0}"#,
+            "\n",
+            r#"{"type":"event","id":1,"action":"add","devpath":"/devices/a","subsystem":"net","source":"kernel","worker":0,"arrived":1,"started":2,"finished":3,"steps":[],"result":"ok"}"#,
+            "\n"
+        );
+        let j = read::Journal::parse(v1).unwrap();
+        assert_eq!(j.header.version, 1);
+        assert!(j.events[0].builtins.is_empty() && j.events[0].slow_lines.is_empty());
     }
 
     #[test]

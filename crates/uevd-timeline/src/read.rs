@@ -31,6 +31,13 @@ pub struct Event {
     /// (program, "in-process" or "forked", start, duration).
     #[serde(default)]
     pub programs: Vec<(String, String, u64, u64)>,
+    /// (builtin, "import", "program" or "run", start, duration); absent
+    /// before version 2.
+    #[serde(default)]
+    pub builtins: Vec<(String, String, u64, u64)>,
+    /// ("file:line", start, duration); absent before version 2.
+    #[serde(default)]
+    pub slow_lines: Vec<(String, u64, u64)>,
     pub result: String,
     pub error: Option<String>,
 }

@@ -1176,3 +1176,91 @@ fn devices_that_went_while_no_daemon_ran_leave_no_record_behind() {
         "{log}"
     );
 }
+
+#[test]
+fn builtins_and_slow_rule_lines_are_timed_in_the_journal() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    write_rules(
+        &lab,
+        "60-timed.rules",
+        concat!(
+            "SUBSYSTEM==\"net\", ACTION==\"add\", KERNEL==\"tma*\", IMPORT{builtin}=\"net_id\"\n",
+            "SUBSYSTEM==\"net\", ACTION==\"add\", KERNEL==\"tma*\", IMPORT{builtin}=\"path_id\"\n",
+            "SUBSYSTEM==\"net\", ACTION==\"add\", KERNEL==\"tma*\", IMPORT{program}=\"scsi_id --export --whitelisted -d /nonexistent/sdz\"\n",
+            "SUBSYSTEM==\"net\", ACTION==\"add\", KERNEL==\"tma*\", PROGRAM=\"/bin/sh -c 'sleep 0.06'\"\n",
+            "SUBSYSTEM==\"net\", ACTION==\"add\", KERNEL==\"tma*\", RUN{builtin}+=\"net_id\"\n",
+        ),
+    );
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    lab.ip_batch(&veth_pairs("tm", 1)).unwrap();
+    lab.settle(uevd()).unwrap();
+    daemon.stop(&lab).unwrap();
+    let j = journal(&lab);
+    assert_eq!(j.header.version, uevd_timeline::VERSION);
+    let e = j
+        .events
+        .iter()
+        .find(|e| e.action == "add" && e.devpath.ends_with("/tma0"))
+        .expect("the add of tma0");
+    let find = |name: &str, via: &str| {
+        e.builtins
+            .iter()
+            .find(|b| b.0 == name && b.1 == via)
+            .unwrap_or_else(|| panic!("{name} via {via} in {:?}", e.builtins))
+            .clone()
+    };
+    for (name, via) in [
+        ("net_id", "import"),
+        ("path_id", "import"),
+        ("scsi_id", "program"),
+        ("net_id", "run"),
+    ] {
+        let (_, _, start, duration) = find(name, via);
+        assert!(
+            start >= e.started && start + duration <= e.finished,
+            "{name} via {via} at {start}+{duration} outside {}..{}",
+            e.started,
+            e.finished
+        );
+        assert!(duration > 0, "{name} via {via} took no time");
+    }
+    // The builtins the rules ran are inside the rules step; RUN's in the
+    // run step.
+    let step = |name: &str| e.steps.iter().find(|s| s.0 == name).unwrap().clone();
+    let (_, rs, rd) = step("rules");
+    let (_, _, import_start, _) = find("net_id", "import");
+    assert!(import_start >= rs && import_start <= rs + rd);
+    let (_, us, ud) = step("run");
+    let (_, _, run_start, run_duration) = find("net_id", "run");
+    assert!(run_start >= us && run_start + run_duration <= us + ud);
+    // The sleeping line is slow; the others, builtins and all, took well
+    // under the 60 ms it did.
+    let slow = e
+        .slow_lines
+        .iter()
+        .find(|l| l.0 == "60-timed.rules:4")
+        .unwrap_or_else(|| panic!("slow lines: {:?}", e.slow_lines));
+    assert!(slow.2 >= 60_000_000, "{slow:?}");
+    // The peer's event ran none of them.
+    let peer = j
+        .events
+        .iter()
+        .find(|e| e.action == "add" && e.devpath.ends_with("/tmb0"))
+        .unwrap();
+    assert!(peer.builtins.is_empty() && peer.slow_lines.is_empty());
+    // And blame adds them up.
+    let out = lab
+        .uevd(
+            uevd(),
+            &[
+                "blame",
+                &lab.run().join("uevd/timeline.jsonl").display().to_string(),
+            ],
+        )
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("net_id (import 1, run 1)"), "{text}");
+    assert!(text.contains("scsi_id (program)"), "{text}");
+    assert!(text.contains("60-timed.rules:4"), "{text}");
+}

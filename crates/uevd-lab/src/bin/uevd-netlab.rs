@@ -9,6 +9,9 @@
 //!   every device also claims one link, at three priorities.
 //! - `forge`: send a uevent that does not come from the kernel (tests).
 //! - `loop-add` / `loop-remove`: create or remove a loop block device.
+//! - `budget`: what one event of each kind (net and block, add and
+//!   remove) costs uevd under a rule set (default: udev's stock rules),
+//!   from the journal, and what of it is rules, builtins and rule lines.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -25,7 +28,8 @@ fn usage() -> ExitCode {
          uevd-netlab coldplug [--uevd PATH] [--counts N,N,...] [--runs R]\n       \
          uevd-netlab scale [--uevd PATH] [--counts N,N,...] [--contended]\n       \
          uevd-netlab forge --devpath P [--port N] [--uid U [--keep-net-admin]]\n       \
-         uevd-netlab loop-add N | loop-remove N"
+         uevd-netlab loop-add N | loop-remove N\n       \
+         uevd-netlab budget [--uevd PATH] [--rules DIR] [--pairs N] [--loops N] [--runs R] [--journal FILE]"
     );
     ExitCode::from(2)
 }
@@ -78,6 +82,7 @@ fn main() -> ExitCode {
             args.iter().any(|a| a == "--contended"),
         ),
         "forge" => forge(&args),
+        "budget" => budget(&uevd_path(&args), &args),
         "loop-add" | "loop-remove" => {
             loop_ctl(cmd == "loop-add", args.get(1).and_then(|n| n.parse().ok()))
         }
@@ -452,6 +457,128 @@ fn scale(uevd: &Path, counts: &[usize], contended: bool) -> io::Result<()> {
                 per / f
             ),
         }
+    }
+    Ok(())
+}
+
+/// udev's stock rules as the lab extracted them, else the machine's.
+fn stock_rules() -> PathBuf {
+    let lab = Path::new("/var/cache/uevd-lab/stage/lib/udev/rules.d");
+    if lab.is_dir() {
+        lab.to_path_buf()
+    } else {
+        PathBuf::from("/usr/lib/udev/rules.d")
+    }
+}
+
+/// Processing time (finished - started) per event kind, and its rules
+/// step and builtins, in microseconds.
+#[derive(Default)]
+struct Kind {
+    processing: Vec<f64>,
+    rules: f64,
+    builtins: f64,
+}
+
+fn budget(uevd: &Path, args: &[String]) -> io::Result<()> {
+    let rules = arg(args, "--rules").map_or_else(stock_rules, PathBuf::from);
+    let num = |name: &str, default: usize| {
+        arg(args, name)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(default)
+    };
+    let (pairs, loops, runs) = (num("--pairs", 500), num("--loops", 100), num("--runs", 3));
+    let first_loop = 3000 + (std::process::id() % 1000) as i32;
+    let me = std::env::current_exe()?;
+    let mut kinds: std::collections::BTreeMap<(String, String), Kind> = Default::default();
+    let mut cpu_per_event = Vec::new();
+    for run in 0..runs {
+        let lab = Lab::new()?;
+        for e in std::fs::read_dir(&rules)? {
+            let e = e?;
+            if e.file_name().to_string_lossy().ends_with(".rules") {
+                std::fs::copy(e.path(), lab.rules_dir().join(e.file_name()))?;
+            }
+        }
+        let daemon = lab.start_uevd(uevd, &[])?;
+        wait_quiet(Duration::from_secs(60));
+        lab.ip_batch(&veth_pairs("b", pairs))?;
+        for i in 0..loops as i32 {
+            let out = lab
+                .command(&me)
+                .args(["loop-add", &(first_loop + i).to_string()])
+                .output()?;
+            if !out.status.success() {
+                return Err(io::Error::other(format!(
+                    "loop-add: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                )));
+            }
+        }
+        lab.settle(uevd)?;
+        lab.ip_batch(&delete_veth_pairs("b", pairs))?;
+        for i in 0..loops as i32 {
+            lab.command(&me)
+                .args(["loop-remove", &(first_loop + i).to_string()])
+                .output()?;
+        }
+        lab.settle(uevd)?;
+        let cpu = daemon.cpu_seconds()?;
+        daemon.stop(&lab)?;
+        let path = lab.run().join("uevd/timeline.jsonl");
+        let journal = Journal::load(&path)?;
+        cpu_per_event.push(cpu * 1e6 / journal.events.len().max(1) as f64);
+        for e in &journal.events {
+            let k = kinds
+                .entry((e.subsystem.clone(), e.action.clone()))
+                .or_default();
+            k.processing
+                .push(e.finished.saturating_sub(e.started) as f64 / 1000.0);
+            k.rules += e
+                .steps
+                .iter()
+                .filter(|s| s.0 == "rules")
+                .map(|s| s.2 as f64 / 1000.0)
+                .sum::<f64>();
+            k.builtins += e.builtins.iter().map(|b| b.3 as f64 / 1000.0).sum::<f64>();
+        }
+        if run + 1 == runs {
+            if let Some(keep) = arg(args, "--journal") {
+                std::fs::copy(&path, keep)?;
+            }
+        }
+    }
+    println!(
+        "uevd per-event budget: {pairs} veth pairs and {loops} loop devices added and removed, \
+         rules from {}, {runs} runs",
+        rules.display()
+    );
+    println!("processing = finished - started, from the journal; µs\n");
+    println!(
+        "{:<10} {:<7} {:>7} {:>8} {:>8} {:>8} {:>8} {:>7} {:>9}",
+        "subsystem", "action", "events", "mean", "median", "p99", "max", "rules", "builtins"
+    );
+    for ((subsystem, action), k) in &kinds {
+        let Some(s) = summarize(&k.processing) else {
+            continue;
+        };
+        let total: f64 = k.processing.iter().sum();
+        println!(
+            "{subsystem:<10} {action:<7} {:>7} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>6.0}% {:>8.0}%",
+            s.n,
+            s.mean,
+            s.median,
+            s.p99,
+            s.max,
+            k.rules * 100.0 / total.max(f64::MIN_POSITIVE),
+            k.builtins * 100.0 / total.max(f64::MIN_POSITIVE),
+        );
+    }
+    if let Some(c) = summarize(&cpu_per_event) {
+        println!(
+            "\nuevd CPU per event (all threads, the daemon's whole life): median {:.1} µs over {runs} runs",
+            c.median
+        );
     }
     Ok(())
 }

@@ -1,5 +1,5 @@
-//! `uevd blame`: the slowest events, subsystems, programs and modules of a
-//! journal.
+//! `uevd blame`: the slowest events, subsystems, builtins, rule lines,
+//! programs and modules of a journal.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -12,7 +12,8 @@ macro_rules! examples {
     () => {
         "Examples:\n  \
 uevd blame\n  \
-uevd blame --sort wait -n 5 lab/out/disks-n100-uevd"
+uevd blame --sort wait -n 5 lab/out/disks-n100-uevd\n  \
+uevd blame --format json lab/out/boot-n100-uevd"
     };
 }
 
@@ -27,8 +28,14 @@ in the queue (started - arrived: for a free worker, or for an earlier event of t
 device, a parent or a child), how long a worker processed it (finished - started), and \
 each step of that processing (device, rules, node, links, db, broadcast, programs... and \
 any time between steps). Then per subsystem (events, processing total, mean and max, \
-mean wait in the queue), every step name's share of all processing, external programs (steps named \
-program:NAME) and module loads.",
+mean wait in the queue, share of all processing), every step name's share of all processing, \
+how the rules step divides into builtins, forked programs and the rest, every builtin run \
+in-process (runs, total, mean, max, share; via import = IMPORT{builtin}, program = PROGRAM or \
+IMPORT{program} answered in-process, run = RUN{builtin}), the slowest rule lines (file:line; \
+the daemon records a line when its evaluation took 50us or more, at most 8 per event), \
+programs (steps named program:NAME) and module loads.\n\n\
+--format json prints the same as one JSON document, times in nanoseconds and shares as \
+fractions; -n bounds its slowest events only.",
         "\n\n",
         examples!()
     )
@@ -45,6 +52,9 @@ pub struct Options {
     /// by total (wait + processing).
     #[arg(long, default_value = "processing", value_parser = ["processing", "wait", "total"])]
     sort: String,
+    /// Output format.
+    #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+    format: String,
 }
 
 pub fn run(opts: Options) -> io::Result<ExitCode> {
@@ -55,7 +65,11 @@ pub fn run(opts: Options) -> io::Result<ExitCode> {
         _ => SortBy::Processing,
     };
     let mut out = io::stdout().lock();
-    out.write_all(blame::report(&journal, by, opts.limit).as_bytes())?;
+    let text = match opts.format.as_str() {
+        "json" => blame::json(&journal, by, opts.limit),
+        _ => blame::report(&journal, by, opts.limit),
+    };
+    out.write_all(text.as_bytes())?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,198 @@
+//! What the rules cost, for the timeline: each builtin's time and the rule
+//! lines that took long. The clock is read only when the caller asked for
+//! times (the daemon with a journal); otherwise these cost a branch.
+
+use crate::Rules;
+use uevd_timeline::{BuiltinRecord, LineRecord, Via, SLOW_LINES_KEPT, SLOW_LINE_NS};
+
+/// A start time, or 0 when nothing is timed.
+pub(crate) fn start(timing: bool) -> u64 {
+    if timing {
+        uevd_timeline::now()
+    } else {
+        0
+    }
+}
+
+/// The record of a builtin that started at `start` (from [`start`]) and
+/// has just ended.
+pub(crate) fn builtin(name: &'static str, via: Via, timing: bool, start: u64) -> BuiltinRecord {
+    BuiltinRecord {
+        name,
+        via,
+        start,
+        duration: if timing {
+            uevd_timeline::now().saturating_sub(start)
+        } else {
+            0
+        },
+    }
+}
+
+/// Times the lines of one event: one clock read as each line ends, the
+/// end of one line being the start of the next.
+pub(crate) struct Lines {
+    timing: bool,
+    mark: u64,
+    /// (line index, start, duration) of the lines over the threshold.
+    slow: Vec<(u32, u64, u64)>,
+}
+
+impl Lines {
+    pub(crate) fn new(timing: bool) -> Lines {
+        Lines {
+            timing,
+            mark: start(timing),
+            slow: Vec::new(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn done(&mut self, line: u32) {
+        if self.timing {
+            let t = uevd_timeline::now();
+            let d = t.saturating_sub(self.mark);
+            if d >= SLOW_LINE_NS {
+                self.slow.push((line, self.mark, d));
+            }
+            self.mark = t;
+        }
+    }
+
+    /// The slowest lines, at most [`SLOW_LINES_KEPT`], in the order they
+    /// ran.
+    pub(crate) fn finish(mut self, rules: &Rules) -> Vec<LineRecord> {
+        if self.slow.len() > SLOW_LINES_KEPT {
+            self.slow.sort_by_key(|s| std::cmp::Reverse(s.2));
+            self.slow.truncate(SLOW_LINES_KEPT);
+            self.slow.sort_by_key(|s| s.1);
+        }
+        self.slow
+            .into_iter()
+            .map(|(line, start, duration)| LineRecord {
+                place: rules.place(line),
+                start,
+                duration,
+            })
+            .collect()
+    }
+}
+
+impl Rules {
+    /// `file:line` of a compiled line, the file without its directory.
+    pub(crate) fn place(&self, line: u32) -> String {
+        let l = &self.lines[line as usize];
+        let file = &self.files[l.file as usize];
+        let name = file.rsplit('/').next().unwrap_or(file);
+        format!("{name}:{}", l.at.line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Config, Event, NoStore};
+    use std::rc::Rc;
+    use uevd_sysfs::{Device, Sysfs};
+    use uevd_uevent::Action;
+
+    fn interface(dir: &std::path::Path) -> Rc<Device> {
+        let sys = dir.join("sys");
+        let dev = sys.join("devices/virtual/net/v0");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("uevent"), "INTERFACE=v0\nIFINDEX=7\n").unwrap();
+        let class = sys.join("class/net");
+        std::fs::create_dir_all(&class).unwrap();
+        std::os::unix::fs::symlink(&class, dev.join("subsystem")).unwrap();
+        let sysfs = Sysfs::new(&sys);
+        let ev = sysfs
+            .read_event(Action::Add, b"/devices/virtual/net/v0")
+            .unwrap();
+        Rc::new(Device::from_event(&sysfs, ev))
+    }
+
+    const RULES: &str = concat!(
+        "SUBSYSTEM==\"net\", IMPORT{builtin}=\"path_id\"\n",
+        "SUBSYSTEM==\"net\", ENV{X}=\"1\"\n",
+        "SUBSYSTEM==\"net\", PROGRAM=\"/bin/sh -c 'sleep 0.06'\"\n",
+    );
+
+    fn apply(timing: bool) -> crate::Outcome {
+        let tmp = tempfile::tempdir().unwrap();
+        let (rules, _) = Rules::from_text("/x/70-t.rules", RULES.as_bytes(), &Config::default());
+        rules.apply_timed(
+            Event {
+                device: interface(tmp.path()),
+                previous: None,
+                test: true,
+                trace: false,
+            },
+            &NoStore,
+            timing,
+        )
+    }
+
+    #[test]
+    fn timed_rules_give_each_builtin_its_time_and_name_the_slow_lines() {
+        let o = apply(true);
+        assert_eq!(o.builtins.len(), 1, "{:?}", o.builtins);
+        let b = &o.builtins[0];
+        assert_eq!((b.name, b.via), ("path_id", Via::Import));
+        assert!(b.start > 0);
+        let places: Vec<&str> = o.slow_lines.iter().map(|l| l.place.as_str()).collect();
+        assert!(places.contains(&"70-t.rules:3"), "{places:?}");
+        assert!(!places.contains(&"70-t.rules:2"), "{places:?}");
+        let slow = o
+            .slow_lines
+            .iter()
+            .find(|l| l.place == "70-t.rules:3")
+            .unwrap();
+        assert!(slow.duration >= 60_000_000, "{slow:?}");
+        assert!(o.programs[0].duration >= 60_000_000);
+    }
+
+    #[test]
+    fn untimed_rules_read_no_clock() {
+        let o = apply(false);
+        assert_eq!(o.builtins[0].name, "path_id");
+        assert_eq!((o.builtins[0].start, o.builtins[0].duration), (0, 0));
+        assert_eq!((o.programs[0].start, o.programs[0].duration), (0, 0));
+        assert!(o.slow_lines.is_empty());
+    }
+
+    #[test]
+    fn only_the_slowest_lines_are_kept_in_the_order_they_ran() {
+        let text: String = (0..12).map(|i| format!("ENV{{N}}=\"{i}\"\n")).collect();
+        let (rules, _) = Rules::from_text("a.rules", text.as_bytes(), &Config::default());
+        let lines = Lines {
+            timing: true,
+            mark: 0,
+            slow: (0..12u32)
+                .map(|i| {
+                    (
+                        i,
+                        1000 * i as u64,
+                        SLOW_LINE_NS + (i as u64 % 4) * 1000 + i as u64,
+                    )
+                })
+                .collect(),
+        };
+        let kept = lines.finish(&rules);
+        assert_eq!(kept.len(), SLOW_LINES_KEPT);
+        let places: Vec<&str> = kept.iter().map(|l| l.place.as_str()).collect();
+        // Durations by line: 3, 7, 11 longest, then 2, 6, 10, then 9, 5.
+        assert_eq!(
+            places,
+            [
+                "a.rules:3",
+                "a.rules:4",
+                "a.rules:6",
+                "a.rules:7",
+                "a.rules:8",
+                "a.rules:10",
+                "a.rules:11",
+                "a.rules:12"
+            ]
+        );
+    }
+}
