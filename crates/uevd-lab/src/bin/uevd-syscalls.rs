@@ -615,7 +615,7 @@ fn print_tables(cfg: &Config, results: &[Vec<Vec<PhaseCount>>]) {
                 }
             }
             let mut fails: Vec<(String, u64)> = fails.into_iter().collect();
-            fails.sort_by(|a, b| b.1.cmp(&a.1));
+            fails.sort_by_key(|b| std::cmp::Reverse(b.1));
             let events: u64 = runs.iter().map(|r| r[p].events).sum();
             let list: Vec<String> = fails
                 .iter()
