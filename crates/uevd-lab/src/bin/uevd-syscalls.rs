@@ -9,8 +9,11 @@
 //! billed to a phase by their timestamp and divided by the number of
 //! kernel uevents of that phase, counted on a netlink socket of our own.
 //!
-//! usage: uevd-syscalls [--uevd PATH] [--udev-root DIR] [--count N]
-//!                      [--runs R] [--only uevd|udevd] [--keep DIR]
+//! usage: uevd-syscalls [--uevd PATH] [--baseline PATH] [--udev-root DIR]
+//!                      [--count N] [--runs R] [--only uevd|udevd] [--keep DIR]
+//!
+//! `--baseline` adds a column for another uevd binary (an earlier build),
+//! run in turn with the others, for before/after figures from one run.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -31,8 +34,8 @@ const PHASES: [&str; 5] = [
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: uevd-syscalls [--uevd PATH] [--udev-root DIR] [--count N] [--runs R] \
-         [--only uevd|udevd] [--keep DIR]"
+        "usage: uevd-syscalls [--uevd PATH] [--baseline PATH] [--udev-root DIR] [--count N] \
+         [--runs R] [--only uevd|udevd] [--keep DIR]"
     );
     ExitCode::from(2)
 }
@@ -44,23 +47,22 @@ fn arg<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, PartialEq)]
 enum Manager {
-    Uevd,
+    Uevd(PathBuf, &'static str),
     Udevd,
 }
 
 impl Manager {
-    fn name(self) -> &'static str {
+    fn name(&self) -> &'static str {
         match self {
-            Manager::Uevd => "uevd",
+            Manager::Uevd(_, name) => name,
             Manager::Udevd => "systemd-udevd",
         }
     }
 }
 
 struct Config {
-    uevd: PathBuf,
     /// An unpacked udev package: bin/udevadm, lib/udev, lib/systemd/network.
     udev_root: PathBuf,
     count: usize,
@@ -100,16 +102,19 @@ fn main() -> ExitCode {
         return usage();
     }
     let me = std::env::current_exe().unwrap_or_default();
-    let managers = match arg(&args, "--only") {
-        None => vec![Manager::Uevd, Manager::Udevd],
-        Some("uevd") => vec![Manager::Uevd],
+    let uevd = arg(&args, "--uevd")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| me.with_file_name("uevd"));
+    let mut managers = match arg(&args, "--only") {
+        None => vec![Manager::Uevd(uevd, "uevd"), Manager::Udevd],
+        Some("uevd") => vec![Manager::Uevd(uevd, "uevd")],
         Some("udevd") => vec![Manager::Udevd],
         Some(_) => return usage(),
     };
+    if let Some(base) = arg(&args, "--baseline") {
+        managers.insert(0, Manager::Uevd(PathBuf::from(base), "uevd baseline"));
+    }
     let cfg = Config {
-        uevd: arg(&args, "--uevd")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| me.with_file_name("uevd")),
         udev_root: arg(&args, "--udev-root")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("/var/cache/uevd-lab/syscalls/root")),
@@ -146,7 +151,7 @@ fn bench(cfg: &Config) -> io::Result<()> {
     // runs[manager][run][phase]
     let mut results: Vec<Vec<Vec<PhaseCount>>> = vec![Vec::new(); cfg.managers.len()];
     for run in 0..cfg.runs {
-        for (m, &manager) in cfg.managers.iter().enumerate() {
+        for (m, manager) in cfg.managers.iter().enumerate() {
             eprintln!("run {} of {}: {}", run + 1, cfg.runs, manager.name());
             uevd_lab::wait_quiet(Duration::from_secs(10));
             results[m].push(one_run(cfg, manager, run)?);
@@ -340,7 +345,7 @@ fn loop_numbers(count: usize) -> std::ops::Range<usize> {
     base..base + count
 }
 
-fn one_run(cfg: &Config, manager: Manager, run: usize) -> io::Result<Vec<PhaseCount>> {
+fn one_run(cfg: &Config, manager: &Manager, run: usize) -> io::Result<Vec<PhaseCount>> {
     let lab = Lab::new()?;
     let scratch = Scratch::new(&lab, &cfg.udev_root)?;
     let trace = lab.root().join("trace");
@@ -356,10 +361,8 @@ fn one_run(cfg: &Config, manager: Manager, run: usize) -> io::Result<Vec<PhaseCo
         .stdout(log.try_clone()?)
         .stderr(log);
     let ready = match manager {
-        Manager::Uevd => {
-            strace
-                .arg(&cfg.uevd)
-                .args(["--rules-dir", &rules_arg, "daemon"]);
+        Manager::Uevd(uevd, _) => {
+            strace.arg(uevd).args(["--rules-dir", &rules_arg, "daemon"]);
             "run/uevd/control"
         }
         Manager::Udevd => {
@@ -392,7 +395,7 @@ fn one_run(cfg: &Config, manager: Manager, run: usize) -> io::Result<Vec<PhaseCo
     let uevents = Uevents::open(&scratch)?;
     let settle = || -> io::Result<()> {
         let (prog, args): (&Path, &[&str]) = match manager {
-            Manager::Uevd => (&cfg.uevd, &["settle", "--timeout", "300"]),
+            Manager::Uevd(uevd, _) => (uevd, &["settle", "--timeout", "300"]),
             Manager::Udevd => (&udevadm, &["settle", "--timeout=300"]),
         };
         // Twice, with a pause: udevadm's settle may be answered before
@@ -430,7 +433,7 @@ fn one_run(cfg: &Config, manager: Manager, run: usize) -> io::Result<Vec<PhaseCo
         events.push(uevents.drain()?);
     }
     match manager {
-        Manager::Uevd => scratch.run(&cfg.uevd, &["control", "--exit"])?,
+        Manager::Uevd(uevd, _) => scratch.run(uevd, &["control", "--exit"])?,
         Manager::Udevd => scratch.run(&udevadm, &["control", "--exit"])?,
     }
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -445,7 +448,7 @@ fn one_run(cfg: &Config, manager: Manager, run: usize) -> io::Result<Vec<PhaseCo
     let text = std::fs::read_to_string(&trace)?;
     if let Some(keep) = &cfg.keep {
         std::fs::create_dir_all(keep)?;
-        let name = format!("{}.{}.strace", manager.name(), run + 1);
+        let name = format!("{}.{}.strace", manager.name().replace(' ', "-"), run + 1);
         std::fs::write(keep.join(name), &text)?;
     }
     let mut counts = vec![PhaseCount::default(); PHASES.len()];
