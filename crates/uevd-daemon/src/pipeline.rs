@@ -468,7 +468,12 @@ impl Processor {
                 Err(e) => errors.push(e.to_string()),
             }
             clock.step("node");
-            if let Err(e) = self.dev.link(&DevDir::devnum_link(node), node.name) {
+            // Made by the device's earlier events, unless this is its first.
+            let made_before = previous.is_some() || ev.action() != Action::Add;
+            if let Err(e) =
+                self.dev
+                    .link_expecting(&DevDir::devnum_link(node), node.name, made_before)
+            {
                 errors.push(e.to_string());
             }
             let me = Claimant {

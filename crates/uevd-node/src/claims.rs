@@ -133,7 +133,9 @@ impl Links {
         for link in new {
             let owner = claims.claim(link, priority, me.clone());
             if owner.key == me.key {
-                if let Err(e) = dev.link(link, &me.node) {
+                // What the device's last event linked is most likely
+                // still there.
+                if let Err(e) = dev.link_expecting(link, &me.node, old.contains(link)) {
                     errors.push(e);
                 }
             }

@@ -413,19 +413,39 @@ impl DevDir {
     /// Points `link` (relative to /dev) at `node`. Replaces an existing
     /// link atomically; refuses to replace anything that is not a link.
     pub fn link(&self, link: &[u8], node: &[u8]) -> Result<NodeChange> {
+        self.link_expecting(link, node, false)
+    }
+
+    /// [`DevDir::link`] for a caller that knows whether the link is
+    /// probably there already (the device's last event made it): then
+    /// reading it first settles the common case in one call, where trying
+    /// to create it first would fail with EEXIST and read it anyway. A new
+    /// link is created first for the same reason. A wrong guess costs one
+    /// call, never a different result.
+    pub fn link_expecting(&self, link: &[u8], node: &[u8], exists: bool) -> Result<NodeChange> {
         components(node)?;
         let (dir, base) = self.parent(link, true)?;
         let dir = dir.fd();
         let target = relative_target(link, node);
-        // Usually the name is free: one call, and creating never replaces.
-        match rfs::symlinkat(&target[..], dir, base) {
-            Ok(()) => return Ok(NodeChange::Created),
-            Err(Errno::EXIST) => {}
-            Err(e) => return Err(err(link, NodeErrorKind::Io(e))),
+        let create = || match rfs::symlinkat(&target[..], dir, base) {
+            Ok(()) => Ok(true),
+            Err(Errno::EXIST) => Ok(false),
+            Err(e) => Err(err(link, NodeErrorKind::Io(e))),
+        };
+        // Creating never replaces: an existing name is read before any
+        // decision to replace it.
+        if !exists && create()? {
+            return Ok(NodeChange::Created);
         }
         match rfs::readlinkat(dir, base, Vec::new()) {
             Ok(current) if current.as_bytes() == target => return Ok(NodeChange::Unchanged),
-            Ok(_) | Err(Errno::NOENT) => {}
+            Ok(_) => {}
+            Err(Errno::NOENT) if exists => {
+                if create()? {
+                    return Ok(NodeChange::Created);
+                }
+            }
+            Err(Errno::NOENT) => {}
             Err(Errno::INVAL) => return Err(err(link, NodeErrorKind::Occupied)),
             Err(e) => return Err(err(link, NodeErrorKind::Io(e))),
         }
@@ -646,6 +666,47 @@ mod tests {
                 dev.link(bad, b"null"),
                 Err(NodeError {
                     kind: NodeErrorKind::BadName,
+                    ..
+                })
+            ));
+        }
+    }
+
+    #[test]
+    fn a_wrong_guess_about_a_link_changes_nothing_but_the_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dev = DevDir::open(tmp.path()).unwrap();
+        let read = |l: &str| std::fs::read_link(tmp.path().join(l)).unwrap();
+        for exists in [false, true] {
+            let l = if exists {
+                b"by-id/x".as_slice()
+            } else {
+                b"by-id/y"
+            };
+            let name = std::str::from_utf8(l).unwrap();
+            assert_eq!(
+                dev.link_expecting(l, b"sda", exists).unwrap(),
+                NodeChange::Created
+            );
+            assert_eq!(read(name), Path::new("../sda"));
+            for guess in [false, true] {
+                assert_eq!(
+                    dev.link_expecting(l, b"sda", guess).unwrap(),
+                    NodeChange::Unchanged
+                );
+            }
+            assert_eq!(
+                dev.link_expecting(l, b"sdb", exists).unwrap(),
+                NodeChange::Created
+            );
+            assert_eq!(read(name), Path::new("../sdb"));
+        }
+        std::fs::write(tmp.path().join("by-id/file"), "").unwrap();
+        for guess in [false, true] {
+            assert!(matches!(
+                dev.link_expecting(b"by-id/file", b"sda", guess),
+                Err(NodeError {
+                    kind: NodeErrorKind::Occupied,
                     ..
                 })
             ));

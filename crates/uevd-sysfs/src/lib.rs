@@ -172,12 +172,39 @@ type AttrCache = RefCell<HashMap<Box<[u8]>, Option<Rc<[u8]>>>>;
 /// refuses files above 4 MiB the same way).
 const SYSATTR_MAX: u64 = 4 * 1024 * 1024 - 1;
 
+/// A sysfs text attribute is at most a page; one byte more tells a full
+/// page from a longer file.
+const ONE_READ: usize = 4096 + 1;
+
+/// The contents of an attribute file, up to one byte past
+/// [`SYSATTR_MAX`]. sysfs hands over a text attribute in one read, as udev
+/// relies on: a short first read is the whole value, and asking again for
+/// the end of file (or for the size first, as `fs::read` does) would cost
+/// a call per attribute. Only a full buffer (a binary attribute, or a
+/// larger file) is read on.
+fn read_attribute_file(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = fs::File::open(path)?;
+    let mut value = vec![0; ONE_READ];
+    let n = loop {
+        match file.read(&mut value) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            other => break other?,
+        }
+    };
+    value.truncate(n);
+    if n == ONE_READ {
+        file.take(SYSATTR_MAX + 1 - n as u64)
+            .read_to_end(&mut value)?;
+    }
+    Ok(value)
+}
+
 /// Reads one attribute file with udev's rules (`sd_device_get_sysattr_value`):
 /// a symlink is a value only for `driver`, `subsystem` and `module` (the last
 /// component of its target); directories and files without a read bit are
 /// not attributes; trailing `\n` and `\r` are dropped.
 pub fn read_sysattr(path: &Path, name: &[u8]) -> Option<Vec<u8>> {
-    use std::io::Read;
     use std::os::unix::fs::PermissionsExt;
     let meta = fs::symlink_metadata(path).ok()?;
     if meta.file_type().is_symlink() {
@@ -189,12 +216,7 @@ pub fn read_sysattr(path: &Path, name: &[u8]) -> Option<Vec<u8>> {
     if meta.is_dir() || meta.permissions().mode() & 0o400 == 0 {
         return None;
     }
-    let mut value = Vec::new();
-    fs::File::open(path)
-        .ok()?
-        .take(SYSATTR_MAX + 1)
-        .read_to_end(&mut value)
-        .ok()?;
+    let mut value = read_attribute_file(path).ok()?;
     if value.len() as u64 > SYSATTR_MAX {
         return None;
     }
@@ -202,6 +224,23 @@ pub fn read_sysattr(path: &Path, name: &[u8]) -> Option<Vec<u8>> {
         value.pop();
     }
     Some(value)
+}
+
+/// Directories the driver core makes that are never devices: `/devices`,
+/// `/devices/virtual`, and below it the class directories that group
+/// class devices without a parent (`/devices/virtual/net`). Every virtual
+/// device's parent walk passes them, and looking for their `uevent` file
+/// is a failing stat each, on every event.
+fn never_a_device(devpath: &[u8]) -> bool {
+    match devpath.strip_prefix(b"/devices") {
+        Some(b"") => true,
+        Some(rest) => match rest.strip_prefix(b"/virtual") {
+            Some(b"") => true,
+            Some(class) => class.len() > 1 && class[0] == b'/' && !class[1..].contains(&b'/'),
+            None => false,
+        },
+        None => false,
+    }
 }
 
 /// A device as one event sees it.
@@ -327,7 +366,7 @@ impl Device {
             return v.clone();
         }
         let path = self.syspath().join(OsStr::from_bytes(name));
-        let value = fs::read(path).ok().map(|mut v| {
+        let value = read_attribute_file(&path).ok().map(|mut v| {
             while v.last() == Some(&b'\n') {
                 v.pop();
             }
@@ -403,7 +442,7 @@ impl Device {
                 Some(0) | None => break None,
                 Some(i) => dp = &dp[..i],
             }
-            if self.sysfs.exists(dp) {
+            if !never_a_device(dp) && self.sysfs.exists(dp) {
                 break Device::from_devpath(&self.sysfs, dp).ok().map(Rc::new);
             }
         };
@@ -471,6 +510,37 @@ mod tests {
         assert_eq!(pci.attr(b"vendor").as_deref(), Some(&b"0x1af4"[..]));
         assert_eq!(pci.attr(b"../../etc/passwd"), None);
         assert_eq!(pci.attr(b"missing"), None);
+    }
+
+    #[test]
+    fn driver_core_directories_are_never_devices() {
+        for dp in ["/devices", "/devices/virtual", "/devices/virtual/net"] {
+            assert!(never_a_device(dp.as_bytes()), "{dp}");
+        }
+        for dp in [
+            "/devices/virtual/net/lo",
+            "/devices/platform",
+            "/devices/virtualx",
+            "/devices/virtual/",
+            "/devicesx",
+        ] {
+            assert!(!never_a_device(dp.as_bytes()), "{dp}");
+        }
+    }
+
+    #[test]
+    fn attributes_longer_than_a_page_are_read_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        fake_device(root, "/devices/pci0/0000:00:03.0", "pci", "");
+        let dir = root.join("devices/pci0/0000:00:03.0");
+        let long: Vec<u8> = (0..10_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        fs::write(dir.join("long"), &long).unwrap();
+        fs::write(dir.join("page"), vec![b'x'; 4097]).unwrap();
+        let dev = Device::from_devpath(&Sysfs::new(root), b"/devices/pci0/0000:00:03.0").unwrap();
+        assert_eq!(dev.sysattr(b"long").as_deref(), Some(&long[..]));
+        assert_eq!(dev.attr(b"long").as_deref(), Some(&long[..]));
+        assert_eq!(dev.sysattr(b"page").map(|v| v.len()), Some(4097));
     }
 
     #[test]
