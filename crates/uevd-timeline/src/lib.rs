@@ -415,7 +415,7 @@ mod tests {
         let e = &journal.events[0];
         assert_eq!(e.devpath, ev.devpath);
         assert_eq!(e.seqnum, Some(77));
-        assert_eq!(e.steps[0], ("db".to_string(), 21, 9));
+        assert_eq!(e.steps[0], read::Step("db".to_string(), 21, 9));
         assert_eq!(e.error.as_deref(), Some("boom"));
         assert_eq!(
             e.programs,
