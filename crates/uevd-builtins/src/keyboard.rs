@@ -489,7 +489,7 @@ pub fn apply(dev: &Device, plan: &Plan, test: bool) -> Result<(), Failure> {
 
 /// The event's properties the builtin acts on, found by asking for each
 /// name they could have.
-fn properties(call: &Call<'_>) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn properties(call: &Call<'_>) -> Properties {
     let mut names: Vec<Vec<u8>> = call
         .device
         .event()

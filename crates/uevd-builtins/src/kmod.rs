@@ -94,7 +94,7 @@ mod tests {
     use super::*;
     use std::rc::Rc;
 
-    struct Props(Vec<(Vec<u8>, Vec<u8>)>);
+    struct Props(crate::Properties);
 
     impl crate::Env for Props {
         fn property(&self, key: &[u8]) -> Option<&[u8]> {

@@ -5,10 +5,7 @@
 use uevd_db::Record;
 use uevd_netlink::Broadcaster;
 use uevd_sysfs::Device;
-use uevd_uevent::monitor;
-
-/// Properties in the order they are announced and stored.
-pub type Properties = Vec<(Vec<u8>, Vec<u8>)>;
+use uevd_uevent::{monitor, Properties};
 
 /// What a processed event announces beyond the properties the rules left
 /// it with, in udev's spelling.

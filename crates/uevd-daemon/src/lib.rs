@@ -28,11 +28,11 @@ mod settle;
 mod signals;
 mod watch;
 
-pub use announce::Properties;
 pub use config::{control_socket, Coldplug, Config};
 pub use job::{Job, Source};
 pub use manager::run;
 pub use pipeline::{Known, Processor};
+pub use uevd_uevent::Properties;
 pub use watch::Watches;
 
 use uevd_control::Level;

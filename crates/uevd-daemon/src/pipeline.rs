@@ -10,7 +10,7 @@
 //! uevd remembers of the device; sysfs is read only when a decision needs
 //! it. Nothing forks.
 
-use crate::announce::{announced_properties, Properties};
+use crate::announce::announced_properties;
 use crate::job::Job;
 use crate::watch::Watches;
 use std::collections::{HashMap, HashSet};
@@ -28,6 +28,7 @@ use uevd_timeline::{
     now, BuiltinRecord, Entry, EventRecord, Journal, LineRecord, ProgramRecord, Step,
 };
 use uevd_uevent::Action;
+use uevd_uevent::Properties;
 
 /// What uevd remembers about a device it has processed, so that neither
 /// a change nor a remove has to read the database back.

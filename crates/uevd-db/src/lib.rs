@@ -18,6 +18,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use uevd_uevent::Properties;
 
 /// The identity of a device in the database.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -84,7 +85,7 @@ pub struct Record {
     /// CLOCK_MONOTONIC microseconds of the first processing.
     pub usec_initialized: u64,
     /// Properties set by rules and builtins, in order.
-    pub properties: Vec<(Vec<u8>, Vec<u8>)>,
+    pub properties: Properties,
     /// Every tag the device has had.
     pub tags: Vec<Vec<u8>>,
     /// Tags the last event set.
@@ -218,7 +219,8 @@ pub struct Database {
     pid: u32,
     /// Permission bits the process umask lets through at creation.
     umask_kept: u32,
-    data_fd: rustix::fd::OwnedFd,
+    /// None for a database opened to read: writes are refused.
+    data_fd: Option<rustix::fd::OwnedFd>,
 }
 
 impl Database {
@@ -242,7 +244,33 @@ impl Database {
             unique: AtomicU64::new(0),
             pid: std::process::id(),
             umask_kept: current_umask_kept(),
-            data_fd,
+            data_fd: Some(data_fd),
+        })
+    }
+
+    /// Opens a database to read it, as libudev clients do: nothing is
+    /// created, a missing directory reads as an empty database, and writes
+    /// fail. For tools that must not leave a trace (`uevd info` runs
+    /// without a daemon, possibly on another root).
+    pub fn open_read_only(root: impl Into<PathBuf>) -> Database {
+        let root = root.into();
+        Database {
+            data: root.join("data"),
+            tags: root.join("tags"),
+            root,
+            unique: AtomicU64::new(0),
+            pid: std::process::id(),
+            umask_kept: 0,
+            data_fd: None,
+        }
+    }
+
+    fn data_fd(&self) -> io::Result<&rustix::fd::OwnedFd> {
+        self.data_fd.as_ref().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("{}: opened read-only", self.root.display()),
+            )
         })
     }
 
@@ -275,11 +303,12 @@ impl Database {
     /// to the open data directory (no path walk per write).
     fn write_atomically(&self, name: &str, contents: &[u8], mode: u32) -> io::Result<()> {
         use rustix::fs::{openat, renameat, unlinkat, AtFlags, Mode, OFlags};
+        let data_fd = self.data_fd()?;
         let n = self.unique.fetch_add(1, Ordering::Relaxed);
         let tmp = format!(".#{name}.{}.{n}", self.pid);
         let result = (|| {
             let fd = openat(
-                &self.data_fd,
+                data_fd,
                 tmp.as_str(),
                 OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
                 Mode::from_raw_mode(mode),
@@ -294,11 +323,11 @@ impl Database {
                 f.set_permissions(fs::Permissions::from_mode(mode))?;
             }
             drop(f);
-            renameat(&self.data_fd, tmp.as_str(), &self.data_fd, name)?;
+            renameat(data_fd, tmp.as_str(), data_fd, name)?;
             Ok(())
         })();
         if result.is_err() {
-            let _ = unlinkat(&self.data_fd, tmp.as_str(), AtFlags::empty());
+            let _ = unlinkat(data_fd, tmp.as_str(), AtFlags::empty());
         }
         result
     }
@@ -320,7 +349,7 @@ impl Database {
 
     /// Removes a device's record.
     pub fn remove(&self, id: &DeviceId) -> io::Result<()> {
-        match rustix::fs::unlinkat(&self.data_fd, id.0.as_str(), rustix::fs::AtFlags::empty()) {
+        match rustix::fs::unlinkat(self.data_fd()?, id.0.as_str(), rustix::fs::AtFlags::empty()) {
             Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
             Err(e) => Err(e.into()),
         }
@@ -329,6 +358,7 @@ impl Database {
     /// Brings `/run/udev/tags` in line: tags in `old` but not in `new` are
     /// dropped, tags in `new` are indexed.
     pub fn index_tags(&self, id: &DeviceId, old: &[Vec<u8>], new: &[Vec<u8>]) -> io::Result<()> {
+        self.data_fd()?;
         for t in old.iter().filter(|t| !new.contains(t)) {
             if let Some(dir) = self.tag_dir(t) {
                 remove_if_exists(&dir.join(&id.0))?;
@@ -466,6 +496,64 @@ impl QueueFlag {
     }
 }
 
+/// Removes database files and the tag and link indexes that point at
+/// them, keeping what rules marked db_persist (the sticky bit), as
+/// udevadm does when the initramfs hands over to the real root.
+pub fn cleanup(udev_dir: &Path) {
+    let data = udev_dir.join("data");
+    let data_exists = data.is_dir();
+    cleanup_dir(&data, 0o1000, 1);
+    let keep =
+        |name: &std::ffi::OsStr| data_exists && fs::symlink_metadata(data.join(name)).is_ok();
+    for index in ["links", "tags"] {
+        let Ok(rd) = fs::read_dir(udev_dir.join(index)) else {
+            continue;
+        };
+        for e in rd.filter_map(Result::ok) {
+            let path = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                if let Ok(inner) = fs::read_dir(&path) {
+                    for f in inner.filter_map(Result::ok) {
+                        if !keep(&f.file_name()) {
+                            let _ = fs::remove_file(f.path());
+                        }
+                    }
+                }
+                // Stays when a kept record still has an entry in it.
+                let _ = fs::remove_dir(&path);
+            } else {
+                let _ = fs::remove_file(&path);
+            }
+        }
+    }
+    cleanup_dir(&udev_dir.join("static_node-tags"), 0, 2);
+    // watch/ is the daemon's to clear: it may be running.
+}
+
+/// Removes what is in `dir` down to `depth` levels, except entries with a
+/// mode bit of `keep_mask`; directories go only if emptied.
+fn cleanup_dir(dir: &Path, keep_mask: u32, depth: u32) {
+    if depth == 0 {
+        return;
+    }
+    let Ok(rd) = fs::read_dir(dir) else { return };
+    for e in rd.filter_map(Result::ok) {
+        let path = e.path();
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.permissions().mode() & keep_mask != 0 {
+            continue;
+        }
+        if meta.is_dir() {
+            cleanup_dir(&path, keep_mask, depth - 1);
+            let _ = fs::remove_dir(&path);
+        } else {
+            let _ = fs::remove_file(&path);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -583,5 +671,111 @@ mod tests {
         fn decode_never_panics(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
             let _ = Record::decode(&data);
         }
+    }
+
+    #[test]
+    fn a_read_only_database_reads_creates_nothing_and_refuses_writes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("udev");
+        let id = DeviceId::new(b"block", b"/devices/x/sda", Some((8, 0)), None);
+        let ro = Database::open_read_only(&root);
+        assert!(matches!(ro.read(&id), Ok(None)));
+        assert!(ro.ids().is_empty() && ro.tagged(b"systemd").is_empty());
+        let record = Record {
+            tags: vec![b"systemd".to_vec()],
+            ..Record::default()
+        };
+        let err = ro.write(&id, &record, true, false).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+        assert_eq!(
+            ro.index_tags(&id, &[], &record.tags).unwrap_err().kind(),
+            io::ErrorKind::PermissionDenied
+        );
+        assert!(ro.remove(&id).is_err());
+        assert!(!root.exists(), "nothing created");
+
+        let rw = Database::open(&root).unwrap();
+        rw.write(&id, &record, true, false).unwrap();
+        rw.index_tags(&id, &[], &record.tags).unwrap();
+        assert_eq!(ro.read(&id).unwrap().unwrap().tags, record.tags);
+        assert_eq!(ro.path(&id), rw.path(&id));
+        assert_eq!(ro.tagged(b"systemd"), vec![id]);
+    }
+
+    #[test]
+    fn cleanup_keeps_persistent_records_and_their_index_entries() {
+        let tmp = tempfile::tempdir().unwrap();
+        let u = tmp.path();
+        for d in [
+            "data/dir",
+            "links/L1",
+            "links/L2",
+            "tags/t1",
+            "tags/t2",
+            "static_node-tags/s1/sub",
+            "watch",
+        ] {
+            fs::create_dir_all(u.join(d)).unwrap();
+        }
+        for f in [
+            "data/b8:0",
+            "data/c1:1",
+            "data/.tmp",
+            "data/dir/x",
+            "links/L1/b8:0",
+            "links/L1/c1:1",
+            "links/L2/c1:1",
+            "links/stray",
+            "tags/t1/b8:0",
+            "tags/t2/c1:1",
+            "static_node-tags/s1/node",
+            "static_node-tags/s1/sub/deep",
+            "static_node-tags/f",
+            "watch/5",
+            "queue",
+        ] {
+            fs::write(u.join(f), "").unwrap();
+        }
+        fs::set_permissions(u.join("data/b8:0"), fs::Permissions::from_mode(0o1644)).unwrap();
+        cleanup(u);
+        let mut left: Vec<String> = walk(u);
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "data",
+                "data/b8:0",
+                "data/dir",
+                "data/dir/x",
+                "links",
+                "links/L1",
+                "links/L1/b8:0",
+                "queue",
+                "static_node-tags",
+                "static_node-tags/s1",
+                "static_node-tags/s1/sub",
+                "static_node-tags/s1/sub/deep",
+                "tags",
+                "tags/t1",
+                "tags/t1/b8:0",
+                "watch",
+                "watch/5",
+            ]
+        );
+    }
+
+    fn walk(root: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in fs::read_dir(&d).unwrap().filter_map(Result::ok) {
+                let p = e.path();
+                out.push(p.strip_prefix(root).unwrap().display().to_string());
+                if e.file_type().unwrap().is_dir() {
+                    stack.push(p);
+                }
+            }
+        }
+        out
     }
 }

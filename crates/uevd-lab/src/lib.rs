@@ -15,8 +15,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-pub mod stats;
-
 /// Private namespaces with a scratch /dev and /run.
 pub struct Lab {
     holder: Child,

@@ -372,13 +372,7 @@ pub fn parse(text: &str) -> Dmesg {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn fixture(name: &str) -> String {
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(name);
-        std::fs::read_to_string(p).unwrap()
-    }
+    use crate::fixture;
 
     #[test]
     fn line_shapes() {

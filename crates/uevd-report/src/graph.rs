@@ -15,6 +15,7 @@ use crate::dmesg::{Dmesg, MilestoneKind};
 use crate::journal::Journal;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
+use uevd_timeline::json_string;
 
 const LABEL_W: f64 = 190.0;
 const AXIS_H: f64 = 34.0;
@@ -148,27 +149,6 @@ fn esc_s(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     esc(s, &mut o);
     o
-}
-
-/// A JSON string literal that is also safe inside a `<script>` element.
-fn jstr(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 fn secs(t_ns: u64) -> String {
@@ -845,7 +825,7 @@ fn data_json(l: &Layout, width: f64) -> String {
         if i > 0 {
             o.push(',');
         }
-        jstr(c, &mut o);
+        json_string(&mut o, c, true);
     }
     o.push_str(r#"],"lanes":["#);
     for (i, lane) in l.lanes.iter().enumerate() {
@@ -853,7 +833,7 @@ fn data_json(l: &Layout, width: f64) -> String {
             o.push(',');
         }
         o.push('[');
-        jstr(&lane.label, &mut o);
+        json_string(&mut o, &lane.label, true);
         let _ = write!(o, ",{},{},{}]", lane.y, lane.h, lane.sub as u8);
     }
     // Items, lane after lane, as columns: [lane, start, end, kind, colour,
@@ -894,9 +874,9 @@ fn data_json(l: &Layout, width: f64) -> String {
             o.push(',');
         }
         let _ = write!(o, "[{},", m.at);
-        jstr(&m.label, &mut o);
+        json_string(&mut o, &m.label, true);
         o.push(',');
-        jstr(m.class, &mut o);
+        json_string(&mut o, m.class, true);
         o.push(']');
     }
     o.push_str("],\"crit\":[");
@@ -920,7 +900,7 @@ fn data_json(l: &Layout, width: f64) -> String {
         if i > 0 {
             o.push(',');
         }
-        jstr(s, &mut o);
+        json_string(&mut o, s, true);
     }
     // Details: events as [id, seqnum or null, action index, devpath node,
     // subsystem index, worker, started, wait, processing (µs), error or
@@ -967,7 +947,7 @@ fn data_json(l: &Layout, width: f64) -> String {
                 us(e.finished, t0) - started,
             );
             if e.failed() {
-                jstr(e.error.as_deref().unwrap_or("error"), &mut o);
+                json_string(&mut o, e.error.as_deref().unwrap_or("error"), true);
             } else {
                 o.push_str("null");
             }
@@ -994,7 +974,7 @@ fn data_json(l: &Layout, width: f64) -> String {
             if i > 0 {
                 o.push(',');
             }
-            jstr(a, &mut o);
+            json_string(&mut o, a, true);
         }
         o.push_str("],\"paths\":[");
         for (i, (parent, name)) in paths.nodes.iter().enumerate() {
@@ -1002,14 +982,14 @@ fn data_json(l: &Layout, width: f64) -> String {
                 o.push(',');
             }
             let _ = write!(o, "{parent},");
-            jstr(name, &mut o);
+            json_string(&mut o, name, true);
         }
         o.push_str("],\"steps\":[");
         for (i, s) in step_names.iter().enumerate() {
             if i > 0 {
                 o.push(',');
             }
-            jstr(s, &mut o);
+            json_string(&mut o, s, true);
         }
         o.push_str("],\"mods\":[");
         for (i, m) in j.modules.iter().enumerate() {
@@ -1017,9 +997,13 @@ fn data_json(l: &Layout, width: f64) -> String {
                 o.push(',');
             }
             o.push('[');
-            jstr(&m.name, &mut o);
+            json_string(&mut o, &m.name, true);
             o.push(',');
-            jstr(if m.result.is_empty() { "ok" } else { &m.result }, &mut o);
+            json_string(
+                &mut o,
+                if m.result.is_empty() { "ok" } else { &m.result },
+                true,
+            );
             let _ = write!(o, ",{}]", m.duration());
         }
         o.push_str("],\"progs\":[");
@@ -1042,10 +1026,10 @@ fn data_json(l: &Layout, width: f64) -> String {
                 o.push(',');
             }
             o.push('[');
-            jstr(&ic.name, &mut o);
+            json_string(&mut o, &ic.name, true);
             o.push(',');
             match &ic.module {
-                Some(m) => jstr(m, &mut o),
+                Some(m) => json_string(&mut o, m, true),
                 None => o.push_str("null"),
             }
             match ic.pid {
@@ -1325,13 +1309,7 @@ pub fn render(
 mod tests {
     use super::*;
     use crate::dmesg;
-
-    fn fixture(name: &str) -> String {
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(name);
-        std::fs::read_to_string(p).unwrap()
-    }
+    use crate::fixture;
 
     #[test]
     fn lab_boot() {

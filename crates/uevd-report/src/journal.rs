@@ -1,222 +1,59 @@
-//! Reading uevd's timeline journal (docs/timeline.md) for reports.
+//! The timeline journal (docs/timeline.md) as the reports see it.
 //!
-//! Unlike `uevd_timeline::read`, record types this reader does not know are
-//! counted and skipped rather than refused: a report over a newer daemon's
-//! journal (same version, more record types) is still worth having.
+//! Parsing is `uevd_timeline::read`'s; this adds the order and the views
+//! that graphs, statistics and blame want. Events are written as they
+//! finish, but every report walks them in order of arrival, and a program a
+//! rule ran is drawn and tallied like any other step.
 
-use serde::Deserialize;
-use std::fs;
 use std::io;
+use std::ops::Deref;
 use std::path::Path;
+use uevd_timeline::read;
 
-#[derive(Clone, Debug, Deserialize)]
-pub struct Header {
-    pub format: String,
-    pub version: u32,
-    #[serde(default)]
-    pub pid: u32,
-    #[serde(default)]
-    pub started: u64,
-}
+pub use uevd_timeline::read::{Event, Header, Mark, Module, Step};
 
-/// One `[name, start, duration]` step of an event.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-pub struct Step(pub String, pub u64, pub u64);
+/// A parsed journal with events in id order, each event's `programs`
+/// folded into its `steps` as `program:NAME (how)` and the steps in time
+/// order, marks in time order and module loads in order of their start.
+#[derive(Clone, Debug)]
+pub struct Journal(read::Journal);
 
-impl Step {
-    pub fn name(&self) -> &str {
+impl Deref for Journal {
+    type Target = read::Journal;
+    fn deref(&self) -> &read::Journal {
         &self.0
     }
-    pub fn start(&self) -> u64 {
-        self.1
-    }
-    pub fn duration(&self) -> u64 {
-        self.2
-    }
-    pub fn end(&self) -> u64 {
-        self.1.saturating_add(self.2)
-    }
-    /// The program an external-program step ran: the part after
-    /// `program:` (or the whole name when there is none).
-    pub fn program(&self) -> Option<&str> {
-        let rest = self.0.strip_prefix("program")?;
-        let rest = rest.trim_start_matches([':', '=', '/', ' ']);
-        Some(if rest.is_empty() { &self.0 } else { rest })
-    }
 }
 
-#[derive(Clone, Debug, Deserialize)]
-pub struct Event {
-    #[serde(default)]
-    pub id: u64,
-    #[serde(default)]
-    pub seqnum: Option<u64>,
-    #[serde(default)]
-    pub action: String,
-    #[serde(default)]
-    pub devpath: String,
-    #[serde(default)]
-    pub subsystem: String,
-    #[serde(default)]
-    pub source: String,
-    #[serde(default)]
-    pub synth_uuid: Option<String>,
-    #[serde(default)]
-    pub worker: usize,
-    pub arrived: u64,
-    pub started: u64,
-    pub finished: u64,
-    #[serde(default)]
-    pub steps: Vec<Step>,
-    /// `[name, "in-process" or "forked", start, duration]` of each program
-    /// the rules ran; folded into `steps` as `program:NAME (how)` on reading.
-    #[serde(default)]
-    pub programs: Vec<(String, String, u64, u64)>,
-    /// `[name, "import", "program" or "run", start, duration]` of each
-    /// builtin run in-process (version 2).
-    #[serde(default)]
-    pub builtins: Vec<(String, String, u64, u64)>,
-    /// `["file:line", start, duration]` of each slow rule line (version 2).
-    #[serde(default)]
-    pub slow_lines: Vec<(String, u64, u64)>,
-    #[serde(default)]
-    pub result: String,
-    #[serde(default)]
-    pub error: Option<String>,
-}
-
-impl Event {
-    /// Time in the queue before a worker took it.
-    pub fn wait(&self) -> u64 {
-        self.started.saturating_sub(self.arrived)
+impl From<read::Journal> for Journal {
+    fn from(mut j: read::Journal) -> Journal {
+        for e in &mut j.events {
+            for (name, how, start, duration) in std::mem::take(&mut e.programs) {
+                e.steps
+                    .push(Step(format!("program:{name} ({how})"), start, duration));
+            }
+            e.steps.sort_by_key(|s| s.1);
+        }
+        j.events.sort_by_key(|e| e.id);
+        j.marks.sort_by_key(|m| m.at);
+        j.modules.sort_by_key(|m| m.start);
+        Journal(j)
     }
-    /// Time a worker spent on it.
-    pub fn processing(&self) -> u64 {
-        self.finished.saturating_sub(self.started)
-    }
-    pub fn failed(&self) -> bool {
-        self.result == "error" || self.error.is_some()
-    }
-}
-
-#[derive(Clone, Debug, Deserialize)]
-pub struct Mark {
-    pub name: String,
-    pub at: u64,
-    #[serde(default)]
-    pub detail: String,
-}
-
-/// A kernel module load.
-#[derive(Clone, Debug, Deserialize)]
-pub struct Module {
-    pub name: String,
-    pub start: u64,
-    pub end: u64,
-    #[serde(default)]
-    pub result: String,
-}
-
-impl Module {
-    pub fn duration(&self) -> u64 {
-        self.end.saturating_sub(self.start)
-    }
-}
-
-// One line is read at a time: the size of the largest variant costs nothing.
-#[allow(clippy::large_enum_variant)]
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "lowercase")]
-enum Line {
-    Header(Header),
-    Event(Event),
-    Mark(Mark),
-    Module(Module),
-    #[serde(other)]
-    Other,
-}
-
-#[derive(Clone, Debug)]
-pub struct Journal {
-    pub header: Header,
-    pub events: Vec<Event>,
-    pub marks: Vec<Mark>,
-    pub modules: Vec<Module>,
-    /// Records of a type this reader does not know.
-    pub skipped: usize,
 }
 
 impl Journal {
     pub fn load(path: &Path) -> io::Result<Journal> {
-        let text = fs::read_to_string(path)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        Journal::parse(&text).map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{}: {e}", path.display()),
-            )
-        })
+        read::Journal::load(path).map(Journal::from)
+    }
+
+    pub fn parse(text: &str) -> Result<Journal, String> {
+        read::Journal::parse(text).map(Journal::from)
     }
 
     /// Whether `text` starts like a journal (used to tell a journal from a
     /// dmesg or a result file).
     pub fn looks_like(text: &str) -> bool {
-        let first = text.lines().next().unwrap_or("");
-        first.contains("\"header\"") && first.contains(uevd_timeline::FORMAT)
-    }
-
-    /// Parses a journal. Events are sorted by id (the daemon writes them
-    /// as they finish). A last line cut short (the daemon died mid-write) is
-    /// ignored; any other bad line is an error naming it.
-    pub fn parse(text: &str) -> Result<Journal, String> {
-        let mut lines = text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty());
-        let header = match lines.next() {
-            Some((_, l)) => match serde_json::from_str::<Line>(l) {
-                Ok(Line::Header(h)) if h.format == uevd_timeline::FORMAT => h,
-                _ => return Err("line 1: not a uevd timeline header".into()),
-            },
-            None => return Err("empty journal".into()),
-        };
-        if header.version > uevd_timeline::VERSION {
-            return Err(format!(
-                "journal version {} is newer than this reader ({})",
-                header.version,
-                uevd_timeline::VERSION
-            ));
-        }
-        let mut j = Journal {
-            header,
-            events: Vec::new(),
-            marks: Vec::new(),
-            modules: Vec::new(),
-            skipped: 0,
-        };
-        let mut lines = lines.peekable();
-        while let Some((n, l)) = lines.next() {
-            match serde_json::from_str::<Line>(l) {
-                Ok(Line::Event(mut e)) => {
-                    for (name, how, start, duration) in std::mem::take(&mut e.programs) {
-                        e.steps
-                            .push(Step(format!("program:{name} ({how})"), start, duration));
-                    }
-                    e.steps.sort_by_key(|s| s.1);
-                    j.events.push(e)
-                }
-                Ok(Line::Mark(m)) => j.marks.push(m),
-                Ok(Line::Module(m)) => j.modules.push(m),
-                Ok(Line::Other) => j.skipped += 1,
-                Ok(Line::Header(_)) => return Err(format!("line {}: second header", n + 1)),
-                Err(_) if lines.peek().is_none() && !text.ends_with('\n') => {}
-                Err(e) => return Err(format!("line {}: {e}", n + 1)),
-            }
-        }
-        j.events.sort_by_key(|e| e.id);
-        j.marks.sort_by_key(|m| m.at);
-        j.modules.sort_by_key(|m| m.start);
-        Ok(j)
+        read::looks_like(text)
     }
 
     /// The earliest and latest time any record mentions.
@@ -324,16 +161,6 @@ mod tests {
         assert_eq!(j.events[1].steps[1].program(), None);
         assert_eq!(j.events[1].wait(), 100);
         assert_eq!(j.events[1].processing(), 500);
-    }
-
-    #[test]
-    fn refuses_newer_versions_and_garbage() {
-        let newer = J.replace("\"version\":1", "\"version\":99");
-        assert!(Journal::parse(&newer).unwrap_err().contains("newer"));
-        assert!(Journal::parse("hello\n").is_err());
-        assert!(Journal::parse("").is_err());
-        let bad = J.replacen("{\"type\":\"frobnicate\",\"x\":1}", "{oops", 1);
-        assert!(Journal::parse(&bad).unwrap_err().starts_with("line 5"));
     }
 
     #[test]

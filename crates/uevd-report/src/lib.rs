@@ -15,3 +15,12 @@ pub mod synth;
 pub mod table;
 
 pub use journal::Journal;
+
+/// A file of `tests/fixtures`, real kernel logs and journals.
+#[cfg(test)]
+fn fixture(name: &str) -> String {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    std::fs::read_to_string(p).unwrap()
+}

@@ -24,7 +24,7 @@ pub use names::{
     unescape_name,
 };
 pub use trigger::{request_all, request_uevent, uevent_request};
-pub use walk::{walk_devices, walk_subsystems, Visit};
+pub use walk::{attribute_names, subsystem_devpaths, walk_devices, walk_subsystems, Visit};
 
 /// A sysfs mount, usually `/sys`.
 #[derive(Clone, Debug)]
@@ -65,6 +65,42 @@ impl Sysfs {
     /// Whether a devpath still names a device.
     pub fn exists(&self, devpath: &[u8]) -> bool {
         self.syspath(devpath).join("uevent").is_file()
+    }
+
+    /// The devpath of the nearest ancestor that is a device: directories
+    /// between a device and its parent (`block`, `net`, ...) are not.
+    pub fn parent_devpath(&self, devpath: &[u8]) -> Option<Vec<u8>> {
+        let mut dp = devpath;
+        loop {
+            match dp.iter().rposition(|&c| c == b'/') {
+                Some(0) | None => return None,
+                Some(i) => dp = &dp[..i],
+            }
+            if !never_a_device(dp) && self.exists(dp) {
+                return Some(dp.to_vec());
+            }
+        }
+    }
+
+    /// The subsystem of anything libudev calls a device: the `subsystem`
+    /// link, or for a module, bus or driver outside `/devices`, which has
+    /// none, the one its place implies ([`implicit_subsystem`]).
+    pub fn subsystem_of(&self, devpath: &[u8]) -> Option<Vec<u8>> {
+        link_basename(&self.syspath(devpath).join("subsystem")).or_else(|| {
+            implicit_subsystem(devpath)
+                .filter(|_| !devpath.starts_with(b"/devices/"))
+                .map(<[u8]>::to_vec)
+        })
+    }
+
+    /// `dev/block/MAJ:MIN` or `dev/char/MAJ:MIN`, the kernel's link from a
+    /// device number to its device.
+    pub fn devnum_link(&self, block: bool, (major, minor): (u32, u32)) -> PathBuf {
+        let kind = if block { "block" } else { "char" };
+        self.root
+            .join("dev")
+            .join(kind)
+            .join(format!("{major}:{minor}"))
     }
 
     /// The devpath of a path below the root once every symlink in it is
@@ -436,16 +472,10 @@ impl Device {
         if let Some(p) = self.parent.borrow().as_ref() {
             return p.clone();
         }
-        let mut dp = self.devpath();
-        let found = loop {
-            match dp.iter().rposition(|&c| c == b'/') {
-                Some(0) | None => break None,
-                Some(i) => dp = &dp[..i],
-            }
-            if !never_a_device(dp) && self.sysfs.exists(dp) {
-                break Device::from_devpath(&self.sysfs, dp).ok().map(Rc::new);
-            }
-        };
+        let found = self
+            .sysfs
+            .parent_devpath(self.devpath())
+            .and_then(|dp| Device::from_devpath(&self.sysfs, &dp).ok().map(Rc::new));
         *self.parent.borrow_mut() = Some(found.clone());
         found
     }
@@ -541,6 +571,36 @@ mod tests {
         assert_eq!(dev.sysattr(b"long").as_deref(), Some(&long[..]));
         assert_eq!(dev.attr(b"long").as_deref(), Some(&long[..]));
         assert_eq!(dev.sysattr(b"page").map(|v| v.len()), Some(4097));
+    }
+
+    #[test]
+    fn parents_subsystems_and_number_links() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        fake_device(root, "/devices/pci0/0000:00:01.0", "pci", "");
+        fake_device(root, "/devices/pci0/0000:00:01.0/net/eth0", "net", "");
+        fs::create_dir_all(root.join("module/loop")).unwrap();
+        fs::create_dir_all(root.join("bus/pci/drivers/e1000")).unwrap();
+        let sysfs = Sysfs::new(root);
+        assert_eq!(
+            sysfs.parent_devpath(b"/devices/pci0/0000:00:01.0/net/eth0"),
+            Some(b"/devices/pci0/0000:00:01.0".to_vec())
+        );
+        assert_eq!(sysfs.parent_devpath(b"/devices/pci0/0000:00:01.0"), None);
+        assert_eq!(sysfs.parent_devpath(b"/devices"), None);
+        assert_eq!(sysfs.parent_devpath(b""), None);
+        let sub = |dp: &[u8]| sysfs.subsystem_of(dp);
+        assert_eq!(
+            sub(b"/devices/pci0/0000:00:01.0/net/eth0"),
+            Some(b"net".to_vec())
+        );
+        assert_eq!(sub(b"/module/loop"), Some(b"module".to_vec()));
+        assert_eq!(sub(b"/bus/pci"), Some(b"subsystem".to_vec()));
+        assert_eq!(sub(b"/bus/pci/drivers/e1000"), Some(b"drivers".to_vec()));
+        // Below /devices only the link counts.
+        assert_eq!(sub(b"/devices/pci0/drivers"), None);
+        assert_eq!(sysfs.devnum_link(true, (8, 1)), root.join("dev/block/8:1"));
+        assert_eq!(sysfs.devnum_link(false, (1, 3)), root.join("dev/char/1:3"));
     }
 
     #[test]

@@ -79,6 +79,73 @@ pub fn walk_subsystems(sysfs: &Sysfs, mut visit: impl FnMut(Visit<'_>)) -> io::R
     Ok(count)
 }
 
+/// What libudev enumerates as subsystems, in its order: modules, then each
+/// bus followed by its `drivers` directory (when it has drivers) and the
+/// drivers. Unlike [`walk_subsystems`] a `uevent` file is not asked for:
+/// `drivers` directories have none and are listed all the same.
+pub fn subsystem_devpaths(sysfs: &Sysfs) -> Vec<Vec<u8>> {
+    let names = |dir: &Path| -> Vec<Vec<u8>> {
+        sorted_subdirs(dir)
+            .iter()
+            .filter_map(|p| Some(p.file_name()?.as_bytes().to_vec()))
+            .collect()
+    };
+    let root = sysfs.root();
+    let mut found = Vec::new();
+    for m in names(&root.join("module")) {
+        found.push([&b"/module/"[..], &m].concat());
+    }
+    for bus in names(&root.join("bus")) {
+        let devpath = [&b"/bus/"[..], &bus].concat();
+        let drivers = names(&sysfs.syspath(&devpath).join("drivers"));
+        found.push(devpath.clone());
+        if !drivers.is_empty() {
+            found.push([&devpath[..], b"/drivers"].concat());
+        }
+        for drv in drivers {
+            found.push([&devpath[..], b"/drivers/", &drv].concat());
+        }
+    }
+    found
+}
+
+/// The attribute files of the device in `dir`, with those in its
+/// subdirectories (`power/control`) but not those of child devices (a
+/// subdirectory with a `uevent` file), in no particular order. Files with
+/// no read or write bit for their owner are not attributes; symlinks are
+/// listed, whatever they point to.
+pub fn attribute_names(dir: &Path) -> Vec<Vec<u8>> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut names = Vec::new();
+    let mut pending: Vec<Vec<u8>> = vec![Vec::new()];
+    while let Some(sub) = pending.pop() {
+        let here = dir.join(std::ffi::OsStr::from_bytes(&sub));
+        if !sub.is_empty() && here.join("uevent").exists() {
+            continue;
+        }
+        let Ok(rd) = fs::read_dir(&here) else {
+            continue;
+        };
+        for e in rd.filter_map(Result::ok) {
+            let Ok(ft) = e.file_type() else { continue };
+            let mut name = sub.clone();
+            if !name.is_empty() {
+                name.push(b'/');
+            }
+            name.extend_from_slice(e.file_name().as_bytes());
+            if ft.is_dir() {
+                pending.push(name);
+            } else if ft.is_file() || ft.is_symlink() {
+                let mode = e.metadata().map(|m| m.permissions().mode()).unwrap_or(0);
+                if ft.is_symlink() || mode & 0o600 != 0 {
+                    names.push(name);
+                }
+            }
+        }
+    }
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,5 +176,76 @@ mod tests {
             ]
         );
         assert_eq!(n, 4);
+    }
+
+    #[test]
+    fn subsystems_in_libudev_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        for d in [
+            "module/zram",
+            "module/loop",
+            "bus/virtio/drivers/virtio_net",
+            "bus/pci/drivers/e1000",
+            "bus/pci/drivers/ahci",
+            "bus/isa",
+        ] {
+            fs::create_dir_all(root.join(d)).unwrap();
+        }
+        fs::create_dir_all(root.join("bus/isa/drivers")).unwrap();
+        let found: Vec<String> = subsystem_devpaths(&Sysfs::new(root))
+            .into_iter()
+            .map(|d| String::from_utf8(d).unwrap())
+            .collect();
+        assert_eq!(
+            found,
+            [
+                "/module/loop",
+                "/module/zram",
+                "/bus/isa",
+                "/bus/pci",
+                "/bus/pci/drivers",
+                "/bus/pci/drivers/ahci",
+                "/bus/pci/drivers/e1000",
+                "/bus/virtio",
+                "/bus/virtio/drivers",
+                "/bus/virtio/drivers/virtio_net",
+            ]
+        );
+        assert!(subsystem_devpaths(&Sysfs::new(root.join("nowhere"))).is_empty());
+    }
+
+    #[test]
+    fn attributes_of_a_device_and_its_subdirectories_but_not_its_children() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        fake_device(root, "/devices/a", "x", "");
+        fake_device(root, "/devices/a/child", "x", "");
+        let dir = root.join("devices/a");
+        fs::create_dir_all(dir.join("power")).unwrap();
+        fs::write(dir.join("power/control"), "auto").unwrap();
+        fs::write(dir.join("vendor"), "1").unwrap();
+        fs::write(dir.join("no_bits"), "1").unwrap();
+        fs::set_permissions(dir.join("no_bits"), fs::Permissions::from_mode(0o044)).unwrap();
+        fs::write(dir.join("store_only"), "1").unwrap();
+        fs::set_permissions(dir.join("store_only"), fs::Permissions::from_mode(0o200)).unwrap();
+        std::os::unix::fs::symlink("nowhere", dir.join("dangling")).unwrap();
+        let mut names: Vec<String> = attribute_names(&dir)
+            .into_iter()
+            .map(|n| String::from_utf8(n).unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "dangling",
+                "power/control",
+                "store_only",
+                "subsystem",
+                "uevent",
+                "vendor"
+            ]
+        );
     }
 }

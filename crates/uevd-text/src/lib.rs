@@ -15,8 +15,7 @@ pub trait Env {
     fn property(&self, key: &[u8]) -> Option<&[u8]>;
 }
 
-/// Properties as a builtin or helper program sets them, in order.
-pub type Properties = Vec<(Vec<u8>, Vec<u8>)>;
+pub use uevd_uevent::Properties;
 
 /// Sets a property the way sd-device does within one builtin run: a key set
 /// twice keeps its first position and takes the later value.

@@ -173,13 +173,23 @@ pub enum Entry {
     },
 }
 
-fn json_str(out: &mut String, s: &str) {
+/// Appends `s` to `out` as a JSON string literal. With `in_script` the
+/// literal is also safe inside an HTML `<script>` element (the graph page
+/// embeds journal text that way): `<`, `>` and `&` cannot close the element
+/// or start markup, and U+2028 and U+2029, which JSON allows raw but older
+/// JavaScript parsers do not, are escaped.
+pub fn json_string(out: &mut String, s: &str, in_script: bool) {
     out.push('"');
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
+            '<' if in_script => out.push_str("\\u003c"),
+            '>' if in_script => out.push_str("\\u003e"),
+            '&' if in_script => out.push_str("\\u0026"),
+            '\u{2028}' if in_script => out.push_str("\\u2028"),
+            '\u{2029}' if in_script => out.push_str("\\u2029"),
             c if (c as u32) < 0x20 => {
                 let _ = write!(out, "\\u{:04x}", c as u32);
             }
@@ -201,16 +211,16 @@ impl Entry {
                     let _ = write!(o, ",\"seqnum\":{s}");
                 }
                 o.push_str(",\"action\":");
-                json_str(&mut o, e.action);
+                json_string(&mut o, e.action, false);
                 o.push_str(",\"devpath\":");
-                json_str(&mut o, &e.devpath);
+                json_string(&mut o, &e.devpath, false);
                 o.push_str(",\"subsystem\":");
-                json_str(&mut o, &e.subsystem);
+                json_string(&mut o, &e.subsystem, false);
                 o.push_str(",\"source\":");
-                json_str(&mut o, e.source);
+                json_string(&mut o, e.source, false);
                 if let Some(u) = &e.synth_uuid {
                     o.push_str(",\"synth_uuid\":");
-                    json_str(&mut o, u);
+                    json_string(&mut o, u, false);
                 }
                 let _ = write!(
                     o,
@@ -222,7 +232,7 @@ impl Entry {
                         o.push(',');
                     }
                     o.push('[');
-                    json_str(&mut o, s.name);
+                    json_string(&mut o, s.name, false);
                     let _ = write!(o, ",{},{}]", s.start, s.duration);
                 }
                 o.push(']');
@@ -233,9 +243,13 @@ impl Entry {
                             o.push(',');
                         }
                         o.push('[');
-                        json_str(&mut o, &p.name);
+                        json_string(&mut o, &p.name, false);
                         o.push(',');
-                        json_str(&mut o, if p.in_process { "in-process" } else { "forked" });
+                        json_string(
+                            &mut o,
+                            if p.in_process { "in-process" } else { "forked" },
+                            false,
+                        );
                         let _ = write!(o, ",{},{}]", p.start, p.duration);
                     }
                     o.push(']');
@@ -247,9 +261,9 @@ impl Entry {
                             o.push(',');
                         }
                         o.push('[');
-                        json_str(&mut o, b.name);
+                        json_string(&mut o, b.name, false);
                         o.push(',');
-                        json_str(&mut o, b.via.as_str());
+                        json_string(&mut o, b.via.as_str(), false);
                         let _ = write!(o, ",{},{}]", b.start, b.duration);
                     }
                     o.push(']');
@@ -261,7 +275,7 @@ impl Entry {
                             o.push(',');
                         }
                         o.push('[');
-                        json_str(&mut o, &l.place);
+                        json_string(&mut o, &l.place, false);
                         let _ = write!(o, ",{},{}]", l.start, l.duration);
                     }
                     o.push(']');
@@ -271,23 +285,23 @@ impl Entry {
                     None => o.push_str("\"ok\""),
                     Some(msg) => {
                         o.push_str("\"error\",\"error\":");
-                        json_str(&mut o, msg);
+                        json_string(&mut o, msg, false);
                     }
                 }
                 o.push('}');
             }
             Entry::Module(m) => {
                 o.push_str("{\"type\":\"module\",\"name\":");
-                json_str(&mut o, &m.name);
+                json_string(&mut o, &m.name, false);
                 let _ = write!(o, ",\"start\":{},\"end\":{},\"result\":", m.start, m.end);
-                json_str(&mut o, &m.result);
+                json_string(&mut o, &m.result, false);
                 o.push('}');
             }
             Entry::Mark { name, at, detail } => {
                 o.push_str("{\"type\":\"mark\",\"name\":");
-                json_str(&mut o, name);
+                json_string(&mut o, name, false);
                 let _ = write!(o, ",\"at\":{at},\"detail\":");
-                json_str(&mut o, detail);
+                json_string(&mut o, detail, false);
                 o.push('}');
             }
         }
@@ -505,7 +519,7 @@ mod tests {
         let e = &journal.events[0];
         assert_eq!(e.devpath, ev.devpath);
         assert_eq!(e.seqnum, Some(77));
-        assert_eq!(e.steps[0], ("db".to_string(), 21, 9));
+        assert_eq!(e.steps[0], read::Step("db".to_string(), 21, 9));
         assert_eq!(e.error.as_deref(), Some("boom"));
         assert_eq!(
             e.programs,
@@ -600,6 +614,24 @@ mod tests {
         let j = read::Journal::parse(v1).unwrap();
         assert_eq!(j.header.version, 1);
         assert!(j.events[0].builtins.is_empty() && j.events[0].slow_lines.is_empty());
+    }
+
+    #[test]
+    fn json_strings_for_journals_and_for_scripts() {
+        let s = "a\"b\\c\nd\t</script>&\u{2028}é";
+        let mut plain = String::new();
+        json_string(&mut plain, s, false);
+        assert_eq!(plain, "\"a\\\"b\\\\c\\nd\\u0009</script>&\u{2028}é\"");
+        let mut script = String::new();
+        json_string(&mut script, s, true);
+        assert_eq!(
+            script,
+            "\"a\\\"b\\\\c\\nd\\u0009\\u003c/script\\u003e\\u0026\\u2028é\""
+        );
+        for out in [plain, script] {
+            let back: String = serde_json::from_str(&out).unwrap();
+            assert_eq!(back, s);
+        }
     }
 
     #[test]

@@ -127,6 +127,12 @@ impl fmt::Display for ParseError {
 impl std::error::Error for ParseError {}
 
 /// One property as offsets into [`Uevent::data`]: key, then value.
+/// `KEY=VALUE` properties in order, owned: what rules, builtins and helper
+/// programs set, what the database stores and what is announced to libudev
+/// clients. Order matters (it is the order udev shows and stores), and a
+/// list this short is cheaper to search than to hash.
+pub type Properties = Vec<(Vec<u8>, Vec<u8>)>;
+
 #[derive(Clone, Debug)]
 struct Prop {
     key: Range<u32>,

@@ -141,9 +141,28 @@ fn find_long<'a>(cmd: &str, specs: &'a [Spec], name: &str) -> Result<&'a Spec, S
 /// Builds uevd's argument list.
 struct Out(Vec<OsString>);
 
+/// `--LONG=VALUE`, with VALUE's bytes as they came.
+fn long_with(long: &str, value: &[u8]) -> OsString {
+    let mut v = format!("--{long}=").into_bytes();
+    v.extend_from_slice(value);
+    OsString::from_vec(v)
+}
+
+/// The error for an operand a command does not take.
+fn extra_argument(cmd: &str, operand: &[u8]) -> String {
+    format!("udevadm {cmd}: extra argument '{}'", text(operand))
+}
+
 impl Out {
     fn new() -> Out {
         Out(vec![OsString::from("uevd")])
+    }
+
+    /// `uevd COMMAND`, for the options that follow.
+    fn command(name: &str) -> Out {
+        let mut out = Out::new();
+        out.arg(name);
+        out
     }
 
     fn arg(&mut self, s: &str) {
@@ -151,9 +170,7 @@ impl Out {
     }
 
     fn with(&mut self, long: &str, value: &[u8]) {
-        let mut v = format!("--{long}=").into_bytes();
-        v.extend_from_slice(value);
-        self.0.push(OsString::from_vec(v));
+        self.0.push(long_with(long, value));
     }
 
     fn operands(&mut self, operands: Vec<Vec<u8>>) {
@@ -260,8 +277,7 @@ const INFO: &[Spec] = &[
 
 fn info(args: &[OsString]) -> Result<Vec<OsString>, String> {
     let items = getopt("info", INFO, args)?;
-    let mut out = Out::new();
-    out.arg("info");
+    let mut out = Out::command("info");
     // udevadm does what the last of -q, -a, -t and -d asked; uevd ranks
     // them, so only the last one is passed on.
     let is_action = |id: &str| {
@@ -310,8 +326,7 @@ const TRIGGER: &[Spec] = &[
 ];
 
 fn trigger(args: &[OsString]) -> Result<Vec<OsString>, String> {
-    let mut out = Out::new();
-    out.arg("trigger");
+    let mut out = Out::command("trigger");
     for item in getopt("trigger", TRIGGER, args)? {
         match item {
             Item::Opt(
@@ -349,8 +364,7 @@ const SETTLE: &[Spec] = &[
 ];
 
 fn settle(args: &[OsString]) -> Result<Vec<OsString>, String> {
-    let mut out = Out::new();
-    out.arg("settle");
+    let mut out = Out::command("settle");
     for item in getopt("settle", SETTLE, args)? {
         match item {
             Item::Opt("timeout", Some(v)) => {
@@ -362,9 +376,7 @@ fn settle(args: &[OsString]) -> Result<Vec<OsString>, String> {
             // Ignored by udevadm 252 too.
             Item::Opt("seq-start" | "seq-end" | "quiet", _) => {}
             Item::Opt(id, _) => return Err(format!("udevadm settle: unexpected --{id}")),
-            Item::Operand(o) => {
-                return Err(format!("udevadm settle: extra argument '{}'", text(&o)))
-            }
+            Item::Operand(o) => return Err(extra_argument("settle", &o)),
         }
     }
     Ok(out.0)
@@ -451,9 +463,7 @@ fn control(args: &[OsString]) -> Result<Vec<OsString>, String> {
             Item::Opt(id, _) => {
                 return Err(format!("udevadm control: uevd control has no --{id} yet"))
             }
-            Item::Operand(o) => {
-                return Err(format!("udevadm control: extra argument '{}'", text(&o)))
-            }
+            Item::Operand(o) => return Err(extra_argument("control", &o)),
         };
         requests.push(request);
     }
@@ -465,8 +475,7 @@ fn control(args: &[OsString]) -> Result<Vec<OsString>, String> {
         1 => requests.remove(0),
         _ => return Err("udevadm control: uevd control takes one request at a time".to_string()),
     };
-    let mut out = Out::new();
-    out.arg("control");
+    let mut out = Out::command("control");
     out.0.extend(request);
     Ok(out.0)
 }
@@ -481,15 +490,12 @@ const MONITOR: &[Spec] = &[
 ];
 
 fn monitor(args: &[OsString]) -> Result<Vec<OsString>, String> {
-    let mut out = Out::new();
-    out.arg("monitor");
+    let mut out = Out::command("monitor");
     for item in getopt("monitor", MONITOR, args)? {
         match item {
             Item::Opt(id, Some(v)) => out.with(id, &v),
             Item::Opt(id, None) => out.arg(&format!("--{id}")),
-            Item::Operand(o) => {
-                return Err(format!("udevadm monitor: extra argument '{}'", text(&o)))
-            }
+            Item::Operand(o) => return Err(extra_argument("monitor", &o)),
         }
     }
     Ok(out.0)
@@ -507,11 +513,7 @@ fn test(args: &[OsString]) -> Result<Vec<OsString>, String> {
     for item in getopt("test", TEST, args)? {
         match item {
             Item::Opt("resolve-names", Some(v)) => global.with("resolve-names", &v),
-            Item::Opt(id, Some(v)) => {
-                let mut a = format!("--{id}=").into_bytes();
-                a.extend_from_slice(&v);
-                sub.push(OsString::from_vec(a));
-            }
+            Item::Opt(id, Some(v)) => sub.push(long_with(id, &v)),
             Item::Opt(id, None) => return Err(format!("udevadm test: --{id} needs a value")),
             Item::Operand(o) => operands.push(o),
         }
@@ -531,8 +533,7 @@ const TEST_BUILTIN: &[Spec] = &[opt(Some(b'a'), &["action"], V, "action")];
 /// builtin [--action=ACTION] COMMAND DEVPATH`; COMMAND stays one
 /// argument, with the builtin's own arguments inside it as in rules.
 fn test_builtin(args: &[OsString]) -> Result<Vec<OsString>, String> {
-    let mut out = Out::new();
-    out.arg("builtin");
+    let mut out = Out::command("builtin");
     let mut operands = Vec::new();
     for item in getopt("test-builtin", TEST_BUILTIN, args)? {
         match item {

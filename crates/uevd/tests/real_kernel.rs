@@ -1228,10 +1228,10 @@ fn builtins_and_slow_rule_lines_are_timed_in_the_journal() {
     // The builtins the rules ran are inside the rules step; RUN's in the
     // run step.
     let step = |name: &str| e.steps.iter().find(|s| s.0 == name).unwrap().clone();
-    let (_, rs, rd) = step("rules");
+    let uevd_timeline::read::Step(_, rs, rd) = step("rules");
     let (_, _, import_start, _) = find("net_id", "import");
     assert!(import_start >= rs && import_start <= rs + rd);
-    let (_, us, ud) = step("run");
+    let uevd_timeline::read::Step(_, us, ud) = step("run");
     let (_, _, run_start, run_duration) = find("net_id", "run");
     assert!(run_start >= us && run_start + run_duration <= us + ud);
     // The sleeping line is slow; the others, builtins and all, took well

@@ -17,8 +17,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-use uevd_lab::stats::summarize;
 use uevd_lab::{delete_veth_pairs, veth_pairs, wait_quiet, Lab};
+use uevd_report::stats::{auto_bin, quantile, summarize};
 use uevd_timeline::read::Journal;
 
 fn usage() -> ExitCode {
@@ -206,12 +206,14 @@ fn demo(uevd: &Path, pairs: usize) -> io::Result<()> {
         .filter(|e| e.source == "kernel")
         .count();
     let errors = journal.events.iter().filter(|e| e.result != "ok").count();
-    let lat = summarize(&latencies(&journal)).ok_or_else(|| io::Error::other("no events"))?;
+    let lat_us = latencies(&journal);
+    let lat = summarize(&lat_us, auto_bin(&lat_us)).ok_or_else(|| io::Error::other("no events"))?;
+    let p99 = quantile(&lat_us, 0.99).unwrap_or(lat.max);
     println!("interfaces at the peak      {created_ifaces}");
     println!("events processed            {kernel_events} ({errors} failed)");
     println!(
         "per-event latency (µs)      mean {:.1}  median {:.1}  p99 {:.1}  max {:.1}",
-        lat.mean, lat.median, lat.p99, lat.max
+        lat.mean, lat.median, p99, lat.max
     );
     println!("kernel alone (no manager)   {:.3} s", floor.as_secs_f64());
     println!(
@@ -559,22 +561,23 @@ fn budget(uevd: &Path, args: &[String]) -> io::Result<()> {
         "subsystem", "action", "events", "mean", "median", "p99", "max", "rules", "builtins"
     );
     for ((subsystem, action), k) in &kinds {
-        let Some(s) = summarize(&k.processing) else {
+        let Some(s) = summarize(&k.processing, auto_bin(&k.processing)) else {
             continue;
         };
+        let p99 = quantile(&k.processing, 0.99).unwrap_or(s.max);
         let total: f64 = k.processing.iter().sum();
         println!(
             "{subsystem:<10} {action:<7} {:>7} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>6.0}% {:>8.0}%",
             s.n,
             s.mean,
             s.median,
-            s.p99,
+            p99,
             s.max,
             k.rules * 100.0 / total.max(f64::MIN_POSITIVE),
             k.builtins * 100.0 / total.max(f64::MIN_POSITIVE),
         );
     }
-    if let Some(c) = summarize(&cpu_per_event) {
+    if let Some(c) = summarize(&cpu_per_event, auto_bin(&cpu_per_event)) {
         println!(
             "\nuevd CPU per event (all threads, the daemon's whole life): median {:.1} µs over {runs} runs",
             c.median

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::Instant;
-use uevd_lab::stats::summarize;
+use uevd_report::stats::{auto_bin, summarize};
 use uevd_rules::{Config, Event, NoStore, Rules};
 use uevd_sysfs::{walk_devices, Device, Sysfs};
 use uevd_uevent::{Action, Uevent};
@@ -136,13 +136,13 @@ fn main() -> ExitCode {
         // A first pass fills the per-kind line index and the page cache.
         rounds(&rules, &sysfs, &events, 1);
         let per = rounds(&rules, &sysfs, &events, n_rounds);
-        let s = summarize(&per).expect("rounds ran");
+        let s = summarize(&per, auto_bin(&per)).expect("rounds ran");
         println!(
-            "| {name} | {} | {} | {:.1} | {:.1} | {:.0} |",
+            "| {name} | {} | {} | {:.1} | {} | {:.0} |",
             rules.file_count(),
             rules.line_count(),
             s.median,
-            s.stddev,
+            s.stddev.map_or("-".into(), |sd| format!("{sd:.1}")),
             1e6 / s.median
         );
         s.median

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::rc::Rc;
 use uevd_db::{Database, DeviceId};
 use uevd_sysfs::{Device, Sysfs};
-use uevd_uevent::Action;
+use uevd_uevent::{Action, Properties};
 
 #[derive(clap::Args, Debug)]
 pub struct Options {
@@ -34,7 +34,7 @@ pub struct Options {
 /// What the builtin sees of the event: the device's own properties, then
 /// the database's, then those given on the command line, later ones
 /// replacing earlier ones.
-struct Env(Vec<(Vec<u8>, Vec<u8>)>);
+struct Env(Properties);
 
 impl Env {
     fn set(&mut self, key: &[u8], value: &[u8]) {

@@ -14,9 +14,10 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-use uevd_db::{DeviceId, Record};
+use uevd_db::{Database, DeviceId, ReadError as DbError, Record};
 use uevd_sysfs::{
-    implicit_subsystem, link_basename, read_sysattr, sysname, sysnum, walk_devices, Sysfs,
+    attribute_names, link_basename, read_sysattr, subsystem_devpaths, sysname, sysnum,
+    walk_devices, Sysfs,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -123,7 +124,7 @@ fn parse_u32(v: &[u8]) -> Option<u32> {
 
 struct Ctx {
     sysfs: Sysfs,
-    udev_dir: PathBuf,
+    db: Database,
     dev_root: PathBuf,
 }
 
@@ -131,7 +132,7 @@ impl Ctx {
     fn new(roots: &Roots) -> Ctx {
         Ctx {
             sysfs: Sysfs::new(&roots.sys),
-            udev_dir: roots.udev_dir(),
+            db: Database::open_read_only(roots.udev_dir()),
             dev_root: roots.dev.clone(),
         }
     }
@@ -149,11 +150,7 @@ impl Ctx {
         };
         let mut d = Dev {
             devpath: devpath.to_vec(),
-            subsystem: link_basename(&dir.join("subsystem")).or_else(|| {
-                (!is_device)
-                    .then(|| implicit_subsystem(devpath).map(<[u8]>::to_vec))
-                    .flatten()
-            }),
+            subsystem: self.sysfs.subsystem_of(devpath),
             ..Dev::default()
         };
         let mut props = vec![(b"DEVPATH".to_vec(), devpath.to_vec())];
@@ -205,17 +202,18 @@ impl Ctx {
             }
         }
         if let Some(id) = self.id(&d) {
-            let path = self.udev_dir.join("data").join(id.as_str());
-            match fs::read(&path) {
-                Ok(data) => {
-                    d.initialized = true;
-                    match Record::decode(&data) {
-                        Ok(r) => d.record = Some(r),
-                        Err(e) => log::warn!("{}: {e}", path.display()),
-                    }
+            match self.db.read(&id) {
+                Ok(r) => {
+                    d.initialized = r.is_some();
+                    d.record = r;
                 }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => log::warn!("{}: {e}", path.display()),
+                // libudev takes a file it cannot parse as a sign of
+                // initialisation all the same.
+                Err(e @ DbError::Corrupt(..)) => {
+                    d.initialized = true;
+                    log::warn!("{e}");
+                }
+                Err(e) => log::warn!("{e}"),
             }
         }
         if let Some(r) = &d.record {
@@ -249,34 +247,24 @@ impl Ctx {
             let kind = p.strip_prefix(&self.dev_root).ok()?.to_str()?;
             let (ma, mi) = path.file_name()?.to_str()?.split_once(':')?;
             let dev = (ma.parse::<u32>().ok()?, mi.parse::<u32>().ok()?);
-            matches!(kind, "block" | "char").then(|| (kind.to_string(), dev))
+            matches!(kind, "block" | "char").then_some((kind == "block", dev))
         });
-        let (kind, (ma, mi)) = match numbered {
+        let (block, devnum) = match numbered {
             Some(n) => n,
             None => {
                 let meta = fs::metadata(path).ok()?;
                 let ft = meta.file_type();
-                let kind = if ft.is_block_device() {
-                    "block"
-                } else if ft.is_char_device() {
-                    "char"
-                } else {
+                if !ft.is_block_device() && !ft.is_char_device() {
                     return None;
-                };
+                }
                 let rdev = meta.rdev();
                 (
-                    kind.to_string(),
+                    ft.is_block_device(),
                     (rustix::fs::major(rdev), rustix::fs::minor(rdev)),
                 )
             }
         };
-        let link = self
-            .sysfs
-            .root()
-            .join("dev")
-            .join(kind)
-            .join(format!("{ma}:{mi}"));
-        self.devpath_of_syspath(&link)
+        self.devpath_of_syspath(&self.sysfs.devnum_link(block, devnum))
     }
 
     /// Finds a device the ways udevadm does, and by devpath and bare node
@@ -303,10 +291,6 @@ impl Ctx {
                 format!("Unknown device \"{}\": No such device", arg.display()),
             )
         })
-    }
-
-    fn db_path(&self, d: &Dev) -> Option<PathBuf> {
-        Some(self.udev_dir.join("data").join(self.id(d)?.as_str()))
     }
 }
 
@@ -499,41 +483,6 @@ impl Ctx {
         })?;
         Ok(found)
     }
-
-    /// Modules, buses, their driver directories and drivers, as libudev
-    /// enumerates subsystems.
-    fn subsystems(&self) -> Vec<Vec<u8>> {
-        let root = self.sysfs.root();
-        let mut found = Vec::new();
-        let names = |dir: &Path| -> Vec<Vec<u8>> {
-            let mut v: Vec<Vec<u8>> = fs::read_dir(dir)
-                .map(|rd| {
-                    rd.filter_map(Result::ok)
-                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                        .map(|e| e.file_name().as_bytes().to_vec())
-                        .collect()
-                })
-                .unwrap_or_default();
-            v.sort();
-            v
-        };
-        for m in names(&root.join("module")) {
-            found.push([&b"/module/"[..], &m].concat());
-        }
-        for bus in names(&root.join("bus")) {
-            let busdir = root.join("bus").join(OsStr::from_bytes(&bus));
-            let devpath = [&b"/bus/"[..], &bus].concat();
-            found.push(devpath.clone());
-            let drivers = names(&busdir.join("drivers"));
-            if !drivers.is_empty() {
-                found.push([&devpath[..], b"/drivers"].concat());
-            }
-            for drv in drivers {
-                found.push([&devpath[..], b"/drivers/", &drv].concat());
-            }
-        }
-        found
-    }
 }
 
 /// Whether `path` is `base` or below it, component-wise.
@@ -598,7 +547,7 @@ fn draw_tree(
 fn tree(ctx: &Ctx, out: &mut impl Write, below: Option<&[u8]>) -> io::Result<()> {
     let mut paths = ctx.devices(below)?;
     if below.is_none() {
-        paths.extend(ctx.subsystems());
+        paths.extend(subsystem_devpaths(&ctx.sysfs));
     }
     paths.sort_by(|a, b| enumeration_order(a, b));
     let items: Vec<Dev> = paths.iter().filter_map(|p| ctx.read(p).ok()).collect();
@@ -631,34 +580,7 @@ fn attributes(dir: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
         b"subsystem",
         b"module",
     ];
-    let mut names = Vec::new();
-    let mut pending: Vec<Vec<u8>> = vec![Vec::new()];
-    while let Some(sub) = pending.pop() {
-        let here = dir.join(OsStr::from_bytes(&sub));
-        if !sub.is_empty() && here.join("uevent").exists() {
-            continue;
-        }
-        let Ok(rd) = fs::read_dir(&here) else {
-            continue;
-        };
-        for e in rd.filter_map(Result::ok) {
-            let Ok(ft) = e.file_type() else { continue };
-            let mut name = sub.clone();
-            if !name.is_empty() {
-                name.push(b'/');
-            }
-            name.extend_from_slice(e.file_name().as_bytes());
-            if ft.is_dir() {
-                pending.push(name);
-            } else if ft.is_file() || ft.is_symlink() {
-                let mode = e.metadata().map(|m| m.permissions().mode()).unwrap_or(0);
-                if ft.is_symlink() || mode & 0o600 != 0 {
-                    names.push(name);
-                }
-            }
-        }
-    }
-    let mut out: Vec<(Vec<u8>, Vec<u8>)> = names
+    let mut out: Vec<(Vec<u8>, Vec<u8>)> = attribute_names(dir)
         .into_iter()
         .filter(|n| !SKIP.contains(&n.as_slice()))
         .filter_map(|n| {
@@ -689,11 +611,7 @@ fn attribute_walk(ctx: &Ctx, out: &mut impl Write, devpath: &[u8]) -> io::Result
             out.write_all(b"\n")?;
             ("KERNELS", "SUBSYSTEMS", "DRIVERS", "ATTRS")
         };
-        let subsys = link_basename(&dir.join("subsystem")).or_else(|| {
-            implicit_subsystem(&current)
-                .filter(|_| !current.starts_with(b"/devices/"))
-                .map(<[u8]>::to_vec)
-        });
+        let subsys = ctx.sysfs.subsystem_of(&current);
         let kind = if first { "" } else { "parent " };
         out.write_all(format!("  looking at {kind}device '").as_bytes())?;
         out.write_all(&current)?;
@@ -714,79 +632,12 @@ fn attribute_walk(ctx: &Ctx, out: &mut impl Write, devpath: &[u8]) -> io::Result
             out.write_all(b"\"\n")?;
         }
         first = false;
-        // The parent: the nearest directory above that is a device.
-        let mut next = None;
-        let mut dp = current.as_slice();
-        while let Some(i) = dp.iter().rposition(|&c| c == b'/').filter(|&i| i > 0) {
-            dp = &dp[..i];
-            if ctx.sysfs.exists(dp) {
-                next = Some(dp.to_vec());
-                break;
-            }
-        }
-        match next {
+        match ctx.sysfs.parent_devpath(&current) {
             Some(n) => current = n,
             None => break,
         }
     }
     out.write_all(b"\n")
-}
-
-/// Removes database files and the tag and link indexes that point at
-/// them, keeping what rules marked db_persist (the sticky bit), as
-/// udevadm does when the initramfs hands over to the real root.
-pub fn cleanup_db(udev_dir: &Path) {
-    let data = udev_dir.join("data");
-    let data_exists = data.is_dir();
-    cleanup_dir(&data, 0o1000, 1);
-    let keep = |name: &OsStr| data_exists && fs::symlink_metadata(data.join(name)).is_ok();
-    for index in ["links", "tags"] {
-        let Ok(rd) = fs::read_dir(udev_dir.join(index)) else {
-            continue;
-        };
-        for e in rd.filter_map(Result::ok) {
-            let path = e.path();
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                if let Ok(inner) = fs::read_dir(&path) {
-                    for f in inner.filter_map(Result::ok) {
-                        if !keep(&f.file_name()) {
-                            let _ = fs::remove_file(f.path());
-                        }
-                    }
-                }
-                // Stays when a kept record still has an entry in it.
-                let _ = fs::remove_dir(&path);
-            } else {
-                let _ = fs::remove_file(&path);
-            }
-        }
-    }
-    cleanup_dir(&udev_dir.join("static_node-tags"), 0, 2);
-    // watch/ is the daemon's to clear: it may be running.
-}
-
-/// Removes what is in `dir` down to `depth` levels, except entries with a
-/// mode bit of `keep_mask`; directories go only if emptied.
-fn cleanup_dir(dir: &Path, keep_mask: u32, depth: u32) {
-    if depth == 0 {
-        return;
-    }
-    let Ok(rd) = fs::read_dir(dir) else { return };
-    for e in rd.filter_map(Result::ok) {
-        let path = e.path();
-        let Ok(meta) = fs::symlink_metadata(&path) else {
-            continue;
-        };
-        if meta.permissions().mode() & keep_mask != 0 {
-            continue;
-        }
-        if meta.is_dir() {
-            cleanup_dir(&path, keep_mask, depth - 1);
-            let _ = fs::remove_dir(&path);
-        } else {
-            let _ = fs::remove_file(&path);
-        }
-    }
 }
 
 fn device_id_of_file(out: &mut impl Write, file: &Path, o: &Options) -> io::Result<()> {
@@ -809,7 +660,7 @@ fn wait_initialized(ctx: &Ctx, devpath: &[u8], seconds: f64) -> io::Result<()> {
         if d.initialized {
             return Ok(());
         }
-        if ctx.db_path(&d).is_none() || deadline.is_some_and(|t| Instant::now() >= t) {
+        if ctx.id(&d).is_none() || deadline.is_some_and(|t| Instant::now() >= t) {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!("{}: not initialized", String::from_utf8_lossy(&d.devpath)),
@@ -840,7 +691,7 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
 /// lacked what was asked for.
 fn run_to(ctx: &Ctx, out: &mut impl Write, o: &Options) -> io::Result<bool> {
     if o.cleanup_db {
-        cleanup_db(&ctx.udev_dir);
+        uevd_db::cleanup(ctx.db.root());
         return Ok(true);
     }
     if o.export_db {
@@ -992,7 +843,7 @@ mod tests {
         symlink("../vda", dev.join("block/254:0")).unwrap();
         let ctx = Ctx {
             sysfs: Sysfs::new(&sys),
-            udev_dir: run.join("udev"),
+            db: Database::open_read_only(run.join("udev")),
             dev_root: dev,
         };
         Fake { _tmp: tmp, ctx }
@@ -1200,83 +1051,6 @@ mod tests {
     }
 
     #[test]
-    fn cleanup_keeps_persistent_records_and_their_index_entries() {
-        let tmp = tempfile::tempdir().unwrap();
-        let u = tmp.path();
-        for d in [
-            "data/dir",
-            "links/L1",
-            "links/L2",
-            "tags/t1",
-            "tags/t2",
-            "static_node-tags/s1/sub",
-            "watch",
-        ] {
-            fs::create_dir_all(u.join(d)).unwrap();
-        }
-        for f in [
-            "data/b8:0",
-            "data/c1:1",
-            "data/.tmp",
-            "data/dir/x",
-            "links/L1/b8:0",
-            "links/L1/c1:1",
-            "links/L2/c1:1",
-            "links/stray",
-            "tags/t1/b8:0",
-            "tags/t2/c1:1",
-            "static_node-tags/s1/node",
-            "static_node-tags/s1/sub/deep",
-            "static_node-tags/f",
-            "watch/5",
-            "queue",
-        ] {
-            fs::write(u.join(f), "").unwrap();
-        }
-        fs::set_permissions(u.join("data/b8:0"), fs::Permissions::from_mode(0o1644)).unwrap();
-        cleanup_db(u);
-        let mut left: Vec<String> = walk(u);
-        left.sort();
-        assert_eq!(
-            left,
-            [
-                "data",
-                "data/b8:0",
-                "data/dir",
-                "data/dir/x",
-                "links",
-                "links/L1",
-                "links/L1/b8:0",
-                "queue",
-                "static_node-tags",
-                "static_node-tags/s1",
-                "static_node-tags/s1/sub",
-                "static_node-tags/s1/sub/deep",
-                "tags",
-                "tags/t1",
-                "tags/t1/b8:0",
-                "watch",
-                "watch/5",
-            ]
-        );
-    }
-
-    fn walk(root: &Path) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut stack = vec![root.to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for e in fs::read_dir(&d).unwrap().filter_map(Result::ok) {
-                let p = e.path();
-                out.push(p.strip_prefix(root).unwrap().display().to_string());
-                if e.file_type().unwrap().is_dir() {
-                    stack.push(p);
-                }
-            }
-        }
-        out
-    }
-
-    #[test]
     fn device_id_of_file_and_sysnum() {
         let f = fake();
         let file = f.ctx.sysfs.root().join("module");
@@ -1302,7 +1076,7 @@ mod tests {
         let f = fake();
         let (ok, _) = output(&f, &["-w", "-q", "path", DISK]);
         assert!(ok, "already initialized");
-        fs::remove_file(f.ctx.udev_dir.join("data/n7")).unwrap();
+        fs::remove_file(f.ctx.db.root().join("data/n7")).unwrap();
         let err = run_to(
             &f.ctx,
             &mut Vec::new(),
