@@ -14,6 +14,11 @@
 //! | `status`           | `ok key=value ...`                            |
 //!
 //! A request the daemon cannot serve is answered `error <why>`.
+//!
+//! [`udev`] is udev's own protocol on `/run/udev/control`, for the
+//! udevadm that distributions ship.
+
+pub mod udev;
 
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Write};

@@ -3,19 +3,55 @@
 //! reading the kernel. The main loop only accepts; a short-lived thread per
 //! connection reads the request and hands it back through a channel and an
 //! eventfd that the main loop polls. Requests are then served in the main
-//! loop, in arrival order, as before.
+//! loop, in arrival order, as before. Requests read off udev's own socket
+//! (`udev_control.rs`) come through the same inbox.
 
 use rustix::event::{eventfd, EventfdFlags};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::mpsc::{channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use uevd_control::{Connection, Listener, Reply, Request};
 
-/// A connection and what reading its request gave: `Ok(None)` is a peer
-/// that closed without asking (a liveness probe).
-pub(crate) type Incoming = (Connection, Result<Option<Request>, String>);
+/// Who asked, and where the answer goes.
+pub(crate) enum Client {
+    /// A client of uevd's own socket: the reply is written to it.
+    Uevd(Connection),
+    /// A request read off udev's socket: its reader thread waits for the
+    /// reply before it reads the next one, so that the client learns that
+    /// everything was done only once it was.
+    Udev(SyncSender<Reply>),
+}
+
+impl Client {
+    pub(crate) fn reply(self, reply: &Reply) {
+        match self {
+            Client::Uevd(conn) => conn.reply(reply),
+            Client::Udev(tx) => {
+                let _ = tx.send(reply.clone());
+            }
+        }
+    }
+}
+
+/// A client and what reading its request gave: `Ok(None)` is a peer that
+/// closed without asking (a liveness probe).
+pub(crate) type Incoming = (Client, Result<Option<Request>, String>);
+
+/// A reader thread's way to hand a request to the main loop.
+#[derive(Clone)]
+pub(crate) struct Handoff {
+    tx: Sender<Incoming>,
+    wakeup: Arc<OwnedFd>,
+}
+
+impl Handoff {
+    pub(crate) fn send(&self, incoming: Incoming) {
+        let _ = self.tx.send(incoming);
+        let _ = rustix::io::write(&*self.wakeup, &1u64.to_ne_bytes());
+    }
+}
 
 /// Connections being read at once, at most; more are turned away rather
 /// than letting a flood of idle clients start threads without end.
@@ -55,27 +91,45 @@ impl Inbox {
                     return;
                 }
             };
-            if self.readers.fetch_add(1, Ordering::AcqRel) >= MAX_READERS {
-                self.readers.fetch_sub(1, Ordering::AcqRel);
-                log::warn!("control socket: too many clients at once; one turned away");
+            if !self.reserve_reader("control") {
                 conn.reply(&Reply::Error("busy: too many clients".into()));
                 continue;
             }
-            let (tx, wakeup, readers) =
-                (self.tx.clone(), self.wakeup.clone(), self.readers.clone());
-            let spawned = std::thread::Builder::new()
-                .name("control".into())
-                .spawn(move || {
-                    let mut conn = conn;
-                    let request = conn.request();
-                    let _ = tx.send((conn, request));
-                    let _ = rustix::io::write(&*wakeup, &1u64.to_ne_bytes());
-                    readers.fetch_sub(1, Ordering::AcqRel);
-                });
-            if let Err(e) = spawned {
-                self.readers.fetch_sub(1, Ordering::AcqRel);
-                log::warn!("control socket: cannot start a reader: {e}");
-            }
+            self.start_reader("control", move |handoff| {
+                let mut conn = conn;
+                let request = conn.request();
+                handoff.send((Client::Uevd(conn), request));
+            });
+        }
+    }
+
+    /// Counts one more reader, unless too many run already (false).
+    pub(crate) fn reserve_reader(&self, name: &str) -> bool {
+        if self.readers.fetch_add(1, Ordering::AcqRel) >= MAX_READERS {
+            self.readers.fetch_sub(1, Ordering::AcqRel);
+            log::warn!("{name} socket: too many clients at once; one turned away");
+            return false;
+        }
+        true
+    }
+
+    /// Runs `read` on a thread of its own, once [`Inbox::reserve_reader`]
+    /// said yes.
+    pub(crate) fn start_reader(&self, name: &str, read: impl FnOnce(&Handoff) + Send + 'static) {
+        let handoff = Handoff {
+            tx: self.tx.clone(),
+            wakeup: self.wakeup.clone(),
+        };
+        let readers = self.readers.clone();
+        let spawned = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                read(&handoff);
+                readers.fetch_sub(1, Ordering::AcqRel);
+            });
+        if let Err(e) = spawned {
+            self.readers.fetch_sub(1, Ordering::AcqRel);
+            log::warn!("{name} socket: cannot start a reader: {e}");
         }
     }
 

@@ -5,7 +5,7 @@
 //! netlink ─ manager (main loop) ─ queue ─ workers: pipeline ─ node / links / database / broadcast / timeline
 //!              │                                      └─ rules ─ builtins, programs, modules
 //!              ├─ coldplug, rescan after lost events
-//!              ├─ control socket, settle
+//!              ├─ control sockets (uevd's, udev's), settle
 //!              └─ node watches (OPTIONS+="watch")
 //! ```
 //!
@@ -26,6 +26,7 @@ mod reconcile;
 mod rules;
 mod settle;
 mod signals;
+mod udev_control;
 mod watch;
 
 pub use config::{control_socket, Coldplug, Config};

@@ -13,8 +13,6 @@ use crate::signals::Signals;
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::io::Errno;
 use std::io;
-use std::os::unix::net::UnixDatagram;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 use uevd_control::{Listener, Reply, Request};
@@ -42,6 +40,8 @@ pub(crate) struct Daemon {
     drain: Arc<Drain>,
     /// Control requests, read off the main loop.
     inbox: Inbox,
+    /// udev's control socket, for udevadm.
+    udev_control: Option<uevd_control::udev::Listener>,
 }
 
 /// How often changed rules files are looked for, at most.
@@ -66,8 +66,8 @@ pub fn run(config: Config) -> io::Result<()> {
     let db = Database::open(&udev_dir)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", udev_dir.display())))?;
     // libudev takes the existence of /run/udev/control to mean that a
-    // device manager runs.
-    let udev_control = bind_udev_control(&udev_dir.join("control"));
+    // device manager runs, and udevadm talks to it there.
+    let udev_control = crate::udev_control::bind(&udev_dir.join("control"));
     let dev = DevDir::open(&config.dev)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", config.dev.display())))?;
     let log_target = match &opts.log_file {
@@ -156,6 +156,7 @@ pub fn run(config: Config) -> io::Result<()> {
         rules_checked: Instant::now(),
         drain: Arc::new(Drain::new()?),
         inbox: Inbox::new()?,
+        udev_control,
     };
     if let Some(fd) = ready {
         signal_ready(fd);
@@ -164,6 +165,9 @@ pub fn run(config: Config) -> io::Result<()> {
         d.coldplug(how);
     }
     let result = d.serve(&control, &signals);
+    // Asked to exit, udevd closes its control socket at once; a udevadm
+    // that connects while the last events finish must not hang unanswered.
+    d.udev_control = None;
     log::info!("exiting once {} queued events are done", queue.status().0);
     queue.shutdown();
     for h in handles {
@@ -177,26 +181,12 @@ pub fn run(config: Config) -> io::Result<()> {
             log::warn!("timeline journal: {e}");
         }
     }
-    if udev_control.is_some() {
-        let _ = std::fs::remove_file(udev_dir.join("control"));
-    }
     result
 }
 
 fn default_workers() -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     (cpus * 2).max(4)
-}
-
-fn bind_udev_control(path: &Path) -> Option<UnixDatagram> {
-    let _ = std::fs::remove_file(path);
-    match UnixDatagram::bind(path) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            log::warn!("{}: {e}", path.display());
-            None
-        }
-    }
 }
 
 /// Forks; the parent waits until the child says it is ready, then exits.
@@ -253,6 +243,10 @@ impl Daemon {
                     // A descriptor asking for nothing: its result is ignored.
                     None => PollFd::new(&drain.wakeup, PollFlags::empty()),
                 },
+                match &self.udev_control {
+                    Some(l) => PollFd::new(l, PollFlags::IN),
+                    None => PollFd::new(&drain.wakeup, PollFlags::empty()),
+                },
             ];
             match poll(&mut fds, None) {
                 Ok(_) => {}
@@ -263,6 +257,7 @@ impl Daemon {
             let (kernel_ready, control_ready, signalled) = (ready(0), ready(1), ready(2));
             let (drain_asked, requests) = (ready(3), ready(4));
             let written = watch.is_some() && ready(5);
+            let udev_asked = self.udev_control.is_some() && ready(6);
             if drain_asked {
                 self.drain_kernel()?;
                 drain.finished();
@@ -275,6 +270,9 @@ impl Daemon {
             }
             if control_ready {
                 self.inbox.accept_all(control);
+            }
+            if let (true, Some(l)) = (udev_asked, &self.udev_control) {
+                crate::udev_control::accept_all(&self.inbox, l, &self.queue);
             }
             if requests {
                 for incoming in self.inbox.take() {

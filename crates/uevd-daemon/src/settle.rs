@@ -7,10 +7,11 @@
 use std::io;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
-use uevd_control::{Connection, Reply};
+use uevd_control::Reply;
 use uevd_queue::{Completion, WorkQueue};
 use uevd_timeline::Journal;
 
+use crate::control::Client;
 use crate::job::Job;
 
 /// A settle waiting in its own thread asks the main loop to read the
@@ -67,7 +68,7 @@ impl Drain {
 /// Answers `conn` once every event up to `last` is done and a drain of
 /// the kernel socket found nothing new, or at the timeout.
 pub(crate) fn reply_when_settled(
-    conn: Connection,
+    conn: Client,
     queue: WorkQueue<Job>,
     journal: Journal,
     drain: Arc<Drain>,

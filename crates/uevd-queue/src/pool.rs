@@ -40,6 +40,13 @@ struct Inner<T> {
     settle_waiters: usize,
     /// Workers waiting for work.
     sleeping: usize,
+    /// No event starts while set (udev's "stop exec queue"); events are
+    /// still queued and running ones finish.
+    paused: bool,
+    /// Events running at once, at most (udev's "children max").
+    limit: usize,
+    /// Worker threads started.
+    workers: usize,
 }
 
 struct Shared<T> {
@@ -73,6 +80,9 @@ impl<T: Send + 'static> WorkQueue<T> {
                     shutdown: false,
                     settle_waiters: 0,
                     sleeping: 0,
+                    paused: false,
+                    limit: usize::MAX,
+                    workers: 0,
                 }),
                 work: Condvar::new(),
                 done: Condvar::new(),
@@ -102,9 +112,18 @@ impl<T: Send + 'static> WorkQueue<T> {
         inner.queue.push(keys, item)
     }
 
+    /// Whether a worker may start one more event now.
+    fn may_start(inner: &Inner<T>) -> bool {
+        !inner.paused && inner.queue.running() < inner.limit
+    }
+
     /// Wakes as many sleeping workers as there is ready work for.
     fn wake_for(&self, inner: &Inner<T>) {
-        for _ in 0..inner.queue.ready_len().min(inner.sleeping) {
+        if !Self::may_start(inner) {
+            return;
+        }
+        let room = inner.limit - inner.queue.running();
+        for _ in 0..inner.queue.ready_len().min(inner.sleeping).min(room) {
             self.shared.work.notify_one();
         }
     }
@@ -142,6 +161,7 @@ impl<T: Send + 'static> WorkQueue<T> {
     /// Starts `workers` threads running `handler`. Call once.
     pub fn spawn_workers<H: Handler<T>>(&self, workers: usize, handler: H) -> Vec<JoinHandle<()>> {
         let handler: Arc<dyn Handler<T>> = Arc::new(handler);
+        self.lock().workers = workers.max(1);
         (1..=workers.max(1))
             .map(|n| {
                 let this = self.clone();
@@ -157,7 +177,12 @@ impl<T: Send + 'static> WorkQueue<T> {
     fn work(&self, worker: usize, handler: &dyn Handler<T>) {
         let mut inner = self.lock();
         loop {
-            if let Some((id, item)) = inner.queue.next_ready() {
+            let next = if Self::may_start(&inner) {
+                inner.queue.next_ready()
+            } else {
+                None
+            };
+            if let Some((id, item)) = next {
                 // More ready than this worker can take: hand some on.
                 self.wake_for(&inner);
                 drop(inner);
@@ -218,9 +243,32 @@ impl<T: Send + 'static> WorkQueue<T> {
         result
     }
 
-    /// Lets the workers finish what is queued, then stop.
+    /// Stops (true) or resumes (false) starting events. Queued events
+    /// wait; settle waits for them too.
+    pub fn set_paused(&self, paused: bool) {
+        self.lock().paused = paused;
+        self.shared.work.notify_all();
+    }
+
+    /// Runs at most `limit` events at once (0: as many as there are
+    /// workers). Workers are started once, so a limit above their number
+    /// gives their number; the limit in effect is returned.
+    pub fn set_limit(&self, limit: usize) -> usize {
+        let mut inner = self.lock();
+        inner.limit = if limit == 0 { usize::MAX } else { limit };
+        let effective = inner.limit.min(inner.workers.max(1));
+        drop(inner);
+        self.shared.work.notify_all();
+        effective
+    }
+
+    /// Lets the workers finish what is queued, then stop; a paused queue
+    /// resumes, or it would never finish.
     pub fn shutdown(&self) {
-        self.lock().shutdown = true;
+        let mut inner = self.lock();
+        inner.shutdown = true;
+        inner.paused = false;
+        drop(inner);
         self.shared.work.notify_all();
     }
 }
@@ -346,5 +394,42 @@ mod tests {
         );
         drop(held);
         assert_eq!(q.settle(last, Duration::from_secs(10)), Completion::Done);
+    }
+
+    #[test]
+    fn a_paused_queue_starts_nothing_and_a_limit_caps_what_runs() {
+        let q: WorkQueue<u32> = WorkQueue::new(|_| {});
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let (r, m) = (running.clone(), most.clone());
+        let handles = q.spawn_workers(4, move |_w: usize, _id: EventId, _n: u32| {
+            let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+            m.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(5));
+            r.fetch_sub(1, Ordering::SeqCst);
+        });
+        q.set_paused(true);
+        let mut last = 0;
+        for n in 0..8 {
+            last = q.push(keys(format!("/devices/d{n}")), n);
+        }
+        assert_eq!(
+            q.settle(last, Duration::from_millis(50)),
+            Completion::TimedOut { pending: 8 }
+        );
+        assert_eq!(q.set_limit(2), 2);
+        assert_eq!(q.set_limit(100), 4);
+        q.set_limit(2);
+        q.set_paused(false);
+        assert_eq!(q.settle(last, Duration::from_secs(10)), Completion::Done);
+        assert!(most.load(Ordering::SeqCst) <= 2);
+        // A shutdown finishes what a pause held back.
+        q.set_paused(true);
+        q.push(keys("/devices/late".into()), 9);
+        q.shutdown();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(q.status(), (0, 0));
     }
 }

@@ -105,13 +105,23 @@ enum Command {
     Blame(blame::Options),
     /// Load or remove kernel modules as kmod's modprobe does, in-process.
     Modprobe(modprobe::Options),
+    /// The udev version uevd stands in for, as udevadm --version prints it.
+    #[command(name = "udev-version", hide = true)]
+    UdevVersion,
 }
 
 fn main() -> ExitCode {
-    // Scripts that call `udevadm` keep working through a symlink.
+    // Scripts that call `udevadm` or start `systemd-udevd` keep working
+    // through a symlink.
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.first().is_some_and(|a| udevadm::invoked_as_udevadm(a)) {
-        args = match udevadm::translate(&args) {
+    type Translate = fn(&[std::ffi::OsString]) -> Result<Vec<std::ffi::OsString>, String>;
+    let translate: Option<Translate> = match args.first() {
+        Some(a) if udevadm::invoked_as_udevadm(a) => Some(udevadm::translate),
+        Some(a) if udevadm::udevd::invoked_as_udevd(a) => Some(udevadm::udevd::translate),
+        _ => None,
+    };
+    if let Some(translate) = translate {
+        args = match translate(&args) {
             Ok(a) => a,
             Err(e) => {
                 eprintln!("{e}");
@@ -135,6 +145,10 @@ fn main() -> ExitCode {
         Command::Stats(o) => stats::run(o),
         Command::Blame(o) => blame::run(o),
         Command::Modprobe(o) => modprobe::run(o),
+        Command::UdevVersion => {
+            println!("{}", udevadm::UDEV_VERSION);
+            Ok(ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,

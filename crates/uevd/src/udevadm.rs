@@ -13,6 +13,17 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 
+pub mod udevd;
+
+/// The udev release whose command line, rules, database and control
+/// protocol uevd follows, printed as `udevadm --version` and
+/// `systemd-udevd --version` print it: scripts compare that number
+/// (`[ "$(udevadm --version)" -ge 250 ]`), so nothing else is printed.
+pub const UDEV_VERSION: &str = "252";
+
+/// The hidden command that prints [`UDEV_VERSION`].
+pub const COMPAT_VERSION: &str = "udev-version";
+
 /// Whether the program was started under udevadm's name.
 pub fn invoked_as_udevadm(argv0: &OsStr) -> bool {
     Path::new(argv0).file_name() == Some(OsStr::new("udevadm"))
@@ -57,7 +68,8 @@ enum Item {
     Operand(Vec<u8>),
 }
 
-/// getopt_long over `args` with `specs`.
+/// getopt_long over `args` with `specs`; `cmd` starts error messages
+/// (`udevadm info`, `systemd-udevd`).
 fn getopt(cmd: &str, specs: &[Spec], args: &[OsString]) -> Result<Vec<Item>, String> {
     let mut items = Vec::new();
     let mut i = 0;
@@ -65,7 +77,7 @@ fn getopt(cmd: &str, specs: &[Spec], args: &[OsString]) -> Result<Vec<Item>, Str
         *i += 1;
         args.get(*i)
             .map(|a| a.as_bytes().to_vec())
-            .ok_or_else(|| format!("udevadm {cmd}: option '{name}' requires an argument"))
+            .ok_or_else(|| format!("{cmd}: option '{name}' requires an argument"))
     };
     while i < args.len() {
         let a = args[i].as_bytes();
@@ -87,7 +99,7 @@ fn getopt(cmd: &str, specs: &[Spec], args: &[OsString]) -> Result<Vec<Item>, Str
             let value = match (spec.takes, attached) {
                 (N, Some(_)) => {
                     return Err(format!(
-                        "udevadm {cmd}: option '--{name}' doesn't allow an argument"
+                        "{cmd}: option '--{name}' doesn't allow an argument"
                     ))
                 }
                 (N, None) | (O, None) => None,
@@ -102,7 +114,7 @@ fn getopt(cmd: &str, specs: &[Spec], args: &[OsString]) -> Result<Vec<Item>, Str
                 let spec = specs
                     .iter()
                     .find(|s| s.short == Some(c))
-                    .ok_or_else(|| format!("udevadm {cmd}: invalid option -- '{}'", c as char))?;
+                    .ok_or_else(|| format!("{cmd}: invalid option -- '{}'", c as char))?;
                 let rest = &a[j + 1..];
                 let value = match spec.takes {
                     N => None,
@@ -133,8 +145,8 @@ fn find_long<'a>(cmd: &str, specs: &'a [Spec], name: &str) -> Result<&'a Spec, S
         .filter(|s| s.long.iter().any(|l| l.starts_with(name)) && !name.is_empty());
     match (hits.next(), hits.next()) {
         (Some(s), None) => Ok(s),
-        (Some(_), Some(_)) => Err(format!("udevadm {cmd}: option '--{name}' is ambiguous")),
-        _ => Err(format!("udevadm {cmd}: unrecognized option '--{name}'")),
+        (Some(_), Some(_)) => Err(format!("{cmd}: option '--{name}' is ambiguous")),
+        _ => Err(format!("{cmd}: unrecognized option '--{name}'")),
     }
 }
 
@@ -193,7 +205,7 @@ pub fn translate(argv: &[OsString]) -> Result<Vec<OsString>, String> {
     while let Some(a) = args.get(i).map(|a| a.as_bytes()) {
         match a {
             b"-h" | b"--help" => return Ok(vec!["uevd".into(), "--help".into()]),
-            b"-V" | b"--version" => return Ok(vec!["uevd".into(), "--version".into()]),
+            b"-V" | b"--version" => return Ok(vec!["uevd".into(), COMPAT_VERSION.into()]),
             // uevd's tools log what matters already.
             b"-d" | b"--debug" => i += 1,
             _ if a.starts_with(b"-") => {
@@ -215,7 +227,7 @@ pub fn translate(argv: &[OsString]) -> Result<Vec<OsString>, String> {
         let flag = if matches!(first.as_bytes(), b"-h" | b"--help") {
             "--help"
         } else {
-            "--version"
+            COMPAT_VERSION
         };
         Some(vec!["uevd".into(), flag.into()])
     };
@@ -243,7 +255,7 @@ pub fn translate(argv: &[OsString]) -> Result<Vec<OsString>, String> {
         "monitor" => monitor(rest),
         "test" => test(rest),
         "test-builtin" => test_builtin(rest),
-        "version" => Ok(vec!["uevd".into(), "--version".into()]),
+        "version" => Ok(vec!["uevd".into(), COMPAT_VERSION.into()]),
         "help" => Ok(vec!["uevd".into(), "--help".into()]),
         "hwdb" | "wait" | "lock" | "verify" | "cat" => Err(format!(
             "udevadm {command}: uevd has no equivalent of this command"
@@ -276,7 +288,7 @@ const INFO: &[Spec] = &[
 ];
 
 fn info(args: &[OsString]) -> Result<Vec<OsString>, String> {
-    let items = getopt("info", INFO, args)?;
+    let items = getopt("udevadm info", INFO, args)?;
     let mut out = Out::command("info");
     // udevadm does what the last of -q, -a, -t and -d asked; uevd ranks
     // them, so only the last one is passed on.
@@ -327,7 +339,7 @@ const TRIGGER: &[Spec] = &[
 
 fn trigger(args: &[OsString]) -> Result<Vec<OsString>, String> {
     let mut out = Out::command("trigger");
-    for item in getopt("trigger", TRIGGER, args)? {
+    for item in getopt("udevadm trigger", TRIGGER, args)? {
         match item {
             Item::Opt(
                 id @ ("type" | "action" | "subsystem-match" | "subsystem-nomatch" | "attr-match"
@@ -365,7 +377,7 @@ const SETTLE: &[Spec] = &[
 
 fn settle(args: &[OsString]) -> Result<Vec<OsString>, String> {
     let mut out = Out::command("settle");
-    for item in getopt("settle", SETTLE, args)? {
+    for item in getopt("udevadm settle", SETTLE, args)? {
         match item {
             Item::Opt("timeout", Some(v)) => {
                 let secs = parse_seconds(&text(&v))
@@ -447,7 +459,7 @@ fn log_level(v: &str) -> Option<&'static str> {
 
 fn control(args: &[OsString]) -> Result<Vec<OsString>, String> {
     let mut requests: Vec<Vec<OsString>> = Vec::new();
-    for item in getopt("control", CONTROL, args)? {
+    for item in getopt("udevadm control", CONTROL, args)? {
         let request = match item {
             Item::Opt("exit", _) => vec!["--exit".into()],
             Item::Opt("reload", _) => vec!["--reload".into()],
@@ -491,7 +503,7 @@ const MONITOR: &[Spec] = &[
 
 fn monitor(args: &[OsString]) -> Result<Vec<OsString>, String> {
     let mut out = Out::command("monitor");
-    for item in getopt("monitor", MONITOR, args)? {
+    for item in getopt("udevadm monitor", MONITOR, args)? {
         match item {
             Item::Opt(id, Some(v)) => out.with(id, &v),
             Item::Opt(id, None) => out.arg(&format!("--{id}")),
@@ -510,7 +522,7 @@ fn test(args: &[OsString]) -> Result<Vec<OsString>, String> {
     let mut global = Out::new();
     let mut sub = Vec::new();
     let mut operands = Vec::new();
-    for item in getopt("test", TEST, args)? {
+    for item in getopt("udevadm test", TEST, args)? {
         match item {
             Item::Opt("resolve-names", Some(v)) => global.with("resolve-names", &v),
             Item::Opt(id, Some(v)) => sub.push(long_with(id, &v)),
@@ -535,7 +547,7 @@ const TEST_BUILTIN: &[Spec] = &[opt(Some(b'a'), &["action"], V, "action")];
 fn test_builtin(args: &[OsString]) -> Result<Vec<OsString>, String> {
     let mut out = Out::command("builtin");
     let mut operands = Vec::new();
-    for item in getopt("test-builtin", TEST_BUILTIN, args)? {
+    for item in getopt("udevadm test-builtin", TEST_BUILTIN, args)? {
         match item {
             Item::Opt(id, Some(v)) => out.with(id, &v),
             Item::Opt(id, None) => {
@@ -579,14 +591,14 @@ mod tests {
     #[test]
     fn global_options_and_commands() {
         assert_eq!(ok("udevadm"), "uevd --help");
-        assert_eq!(ok("udevadm --version"), "uevd --version");
-        assert_eq!(ok("udevadm -V"), "uevd --version");
-        assert_eq!(ok("udevadm version"), "uevd --version");
+        assert_eq!(ok("udevadm --version"), "uevd udev-version");
+        assert_eq!(ok("udevadm -V"), "uevd udev-version");
+        assert_eq!(ok("udevadm version"), "uevd udev-version");
         assert_eq!(ok("udevadm --debug settle"), "uevd settle");
         assert_eq!(ok("udevadm -d control -e"), "uevd control --exit");
         assert_eq!(ok("udevadm trigger --help"), "uevd trigger --help");
         assert_eq!(ok("udevadm test-builtin -h"), "uevd builtin --help");
-        assert_eq!(ok("udevadm info -V"), "uevd --version");
+        assert_eq!(ok("udevadm info -V"), "uevd udev-version");
         assert!(err("udevadm hwdb --update").contains("no equivalent"));
         assert!(err("udevadm frobnicate").contains("unknown command"));
         assert!(err("udevadm --bogus info").contains("unrecognized"));

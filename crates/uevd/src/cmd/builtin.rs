@@ -4,7 +4,7 @@
 
 use crate::Roots;
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::rc::Rc;
 use uevd_db::{Database, DeviceId};
@@ -58,23 +58,6 @@ fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
 
-/// The device a path names: below the sysfs root (symlinks followed), a
-/// `/sys/...` path taken relative to that root, or a devpath.
-fn find_device(sysfs: &Sysfs, given: &Path) -> Option<Device> {
-    let root = sysfs.root();
-    let mut candidates = vec![];
-    if given.starts_with(root) {
-        candidates.push(given.to_path_buf());
-    }
-    if let Ok(rest) = given.strip_prefix("/sys") {
-        candidates.push(root.join(rest));
-    }
-    if let Ok(rest) = given.strip_prefix("/") {
-        candidates.push(root.join(rest));
-    }
-    candidates.iter().find_map(|p| sysfs.device_at(p))
-}
-
 fn show(v: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(v)
 }
@@ -99,7 +82,8 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
     let action = Action::from_bytes(opts.action.as_bytes())
         .ok_or_else(|| invalid(format!("unknown action '{}'", opts.action)))?;
     let sysfs = Sysfs::new(&roots.sys);
-    let found = find_device(&sysfs, &opts.devpath).ok_or_else(|| {
+    let devpath = super::info::locate(roots, &opts.devpath)?;
+    let found = sysfs.device_at(&sysfs.syspath(&devpath)).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::NotFound,
             format!("no device at {}", opts.devpath.display()),

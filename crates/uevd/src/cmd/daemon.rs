@@ -48,11 +48,18 @@ pub struct Options {
     /// Do not announce processed events to libudev clients (netlink group 2).
     #[arg(long)]
     no_broadcast: bool,
+    /// Seconds a rule program (PROGRAM, IMPORT{program}, RUN) may run
+    /// before it is killed.
+    #[arg(long, value_name = "SECONDS")]
+    event_timeout: Option<u64>,
 }
 
 pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
     let mut config = uevd_daemon::Config::new(&roots.sys, &roots.dev, &roots.run);
     config.rules = roots.rules_config();
+    if let Some(s) = opts.event_timeout {
+        config.rules.exec_timeout = std::time::Duration::from_secs(s);
+    }
     config.detach = opts.daemon;
     config.coldplug = opts.coldplug.map(|c| match c {
         Coldplug::Read => uevd_daemon::Coldplug::Read,

@@ -294,6 +294,14 @@ impl Ctx {
     }
 }
 
+/// The devpath a command names its device by, found as `uevd info` finds
+/// it: a path below /sys (or the sysfs root) with its links resolved, so
+/// that `/sys/class/block/vda` is the device's real `/devices/...` path; a
+/// devpath; a node under /dev; or a name relative to sysfs.
+pub fn locate(roots: &Roots, arg: &Path) -> io::Result<Vec<u8>> {
+    Ctx::new(roots).find(arg, Hint::Sys)
+}
+
 #[derive(Clone, Copy)]
 enum Hint {
     Sys,

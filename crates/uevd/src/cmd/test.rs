@@ -16,7 +16,8 @@ pub struct Options {
     /// The action to simulate.
     #[arg(long, short = 'a', default_value = "add")]
     action: String,
-    /// The device: a devpath (/devices/...) or its /sys path.
+    /// The device: a devpath (/devices/...), a /sys path (/sys/class/block/sda
+    /// works) or a node under /dev.
     devpath: PathBuf,
 }
 
@@ -48,11 +49,7 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
         )
     })?;
     let sysfs = Sysfs::new(&roots.sys);
-    let given = opts.devpath.as_os_str().as_encoded_bytes();
-    let devpath = match sysfs.devpath_of(&opts.devpath) {
-        Some(d) => d,
-        None => given.to_vec(),
-    };
+    let devpath = super::info::locate(roots, &opts.devpath)?;
     let event = sysfs
         .read_event(action, &devpath)
         .map_err(|e| io::Error::new(io::ErrorKind::NotFound, e.to_string()))?;

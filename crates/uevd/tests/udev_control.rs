@@ -1,0 +1,246 @@
+//! udev 252's own `udevadm control` and `udevadm settle`, and uevd started
+//! as `systemd-udevd`, on the real kernel: what package scripts and
+//! initramfs-tools run, talking to uevd through `/run/udev/control`.
+//!
+//! udevadm only knows the fixed path /run/udev/control, so it runs in a
+//! mount namespace of its own where the lab's scratch run directory is
+//! bind-mounted on /run. udevadm comes from `scripts/libudev-clients`;
+//! without it a test says so and passes, unless UEVD_REQUIRE_CLIENTS is set.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use uevd_lab::{veth_pairs, Lab};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn uevd() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_uevd"))
+}
+
+/// udev 252's udevadm: installed, or unpacked by scripts/libudev-clients.
+fn udevadm_252() -> Option<PathBuf> {
+    let unpacked = std::env::var_os("UEVD_UDEV252")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp/udev252/root"));
+    let found = [
+        PathBuf::from("/usr/bin/udevadm"),
+        PathBuf::from("/bin/udevadm"),
+        unpacked.join("bin/udevadm"),
+        unpacked.join("usr/bin/udevadm"),
+    ]
+    .into_iter()
+    .find(|p| {
+        Command::new(p)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.stdout.starts_with(b"252"))
+    });
+    if found.is_none() {
+        let msg = "udevadm 252 not found: run scripts/libudev-clients";
+        if std::env::var_os("UEVD_REQUIRE_CLIENTS").is_some() {
+            panic!("{msg}");
+        }
+        eprintln!("skipped: {msg}");
+    }
+    found
+}
+
+fn quoted(args: &[&str]) -> String {
+    args.iter()
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Runs a shell script inside the lab, in a mount namespace of its own
+/// where the lab's run directory is /run.
+fn in_lab_run(lab: &Lab, script: &str) -> Output {
+    let script = format!(
+        "mount --bind '{}' /run && {script}",
+        lab.root().join("run").display()
+    );
+    lab.command("unshare")
+        .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+        .arg(script)
+        .output()
+        .unwrap()
+}
+
+/// Runs udev 252's udevadm inside the lab, with a deadline: a udevadm that
+/// waits for an answer that never comes must fail the test, not hang it.
+fn udevadm(lab: &Lab, udevadm: &Path, args: &[&str]) -> Output {
+    in_lab_run(
+        lab,
+        &format!("exec timeout 20 '{}' {}", udevadm.display(), quoted(args)),
+    )
+}
+
+fn ok(out: Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn rules_count(lab: &Lab) -> String {
+    lab.status(uevd())
+        .unwrap()
+        .into_iter()
+        .find(|(k, _)| k == "rules")
+        .map(|(_, v)| v)
+        .unwrap_or_default()
+}
+
+fn wait_gone(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while path.exists() {
+        assert!(Instant::now() < deadline, "{} stayed", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn udevadm_252_pings_reloads_and_sets_the_log_level() {
+    let _s = serial();
+    let Some(adm) = udevadm_252() else { return };
+    let lab = Lab::new().unwrap();
+    let daemon = lab.start_uevd(uevd(), &["--log-level", "info"]).unwrap();
+    ok(
+        udevadm(&lab, &adm, &["control", "--ping"]),
+        "control --ping",
+    );
+    assert_eq!(rules_count(&lab), "0");
+    std::fs::write(
+        lab.rules_dir().join("50-reload.rules"),
+        "SUBSYSTEM==\"net\", ENV{RELOADED}=\"1\"\n",
+    )
+    .unwrap();
+    // The reload is done when udevadm returns: a package script triggers
+    // right after it.
+    ok(
+        udevadm(&lab, &adm, &["control", "--reload"]),
+        "control --reload",
+    );
+    assert_eq!(rules_count(&lab), "1");
+    ok(
+        udevadm(&lab, &adm, &["control", "--log-level=debug"]),
+        "control --log-level=debug",
+    );
+    ok(
+        udevadm(&lab, &adm, &["control", "--ping"]),
+        "control --ping",
+    );
+    // Several requests in one call, tuning included.
+    ok(
+        udevadm(
+            &lab,
+            &adm,
+            &[
+                "control",
+                "--children-max=2",
+                "--property=FOO=bar",
+                "--reload",
+            ],
+        ),
+        "control with several requests",
+    );
+    let log = daemon.stop(&lab).unwrap();
+    // Only logged at debug level: the level took effect.
+    assert!(log.contains("udev control: ping"), "{log}");
+    assert!(log.contains("children max 2"), "{log}");
+    assert!(log.contains("'FOO=bar' not applied"), "{log}");
+}
+
+#[test]
+fn udevadm_252_stops_and_starts_the_exec_queue_and_settles() {
+    let _s = serial();
+    let Some(adm) = udevadm_252() else { return };
+    let lab = Lab::new().unwrap();
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    ok(
+        udevadm(&lab, &adm, &["control", "--stop-exec-queue"]),
+        "control --stop-exec-queue",
+    );
+    lab.ip_batch(&veth_pairs("q", 2)).unwrap();
+    // Held back: a settle cannot finish.
+    let out = lab.uevd(uevd(), &["settle", "--timeout", "1"]).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(lab.db_ids().iter().all(|i| !i.starts_with('n')));
+    ok(
+        udevadm(&lab, &adm, &["control", "--start-exec-queue"]),
+        "control --start-exec-queue",
+    );
+    // udev 252's settle pings the daemon through the socket first.
+    ok(udevadm(&lab, &adm, &["settle", "--timeout=30"]), "settle");
+    lab.settle(uevd()).unwrap();
+    let nets = lab.db_ids().iter().filter(|i| i.starts_with('n')).count();
+    assert_eq!(nets, 4, "{:?}", lab.db_ids());
+    daemon.stop(&lab).unwrap();
+}
+
+#[test]
+fn udevadm_252_exit_stops_uevd() {
+    let _s = serial();
+    let Some(adm) = udevadm_252() else { return };
+    let lab = Lab::new().unwrap();
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    assert!(lab.run().join("udev/control").exists());
+    ok(
+        udevadm(&lab, &adm, &["control", "--exit"]),
+        "control --exit",
+    );
+    wait_gone(&lab.run().join("uevd/control"));
+    wait_gone(&lab.run().join("udev/control"));
+    let log = daemon.kill();
+    assert!(log.contains("exiting"), "{log}");
+    // With no daemon, udevadm's ping fails and its settle has nothing to
+    // wait for.
+    assert!(!udevadm(&lab, &adm, &["control", "--ping"]).status.success());
+    ok(udevadm(&lab, &adm, &["settle", "--timeout=5"]), "settle");
+}
+
+#[test]
+fn started_as_systemd_udevd_the_way_initramfs_tools_does() {
+    let _s = serial();
+    let Some(adm) = udevadm_252() else { return };
+    let lab = Lab::new().unwrap();
+    let link = lab.root().join("systemd-udevd");
+    std::os::unix::fs::symlink(uevd(), lab.outside(&link)).unwrap();
+    let out = lab.command(&link).arg("--version").output().unwrap();
+    assert_eq!(ok(out, "systemd-udevd --version"), "252\n");
+    let out = lab.command(&link).arg("--bogus").output().unwrap();
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "systemd-udevd: unrecognized option '--bogus'"
+    );
+    // The machine's rules stay out of the lab: empty rules directories
+    // hide them, and /dev is the lab's scratch one.
+    let script = format!(
+        "mount --bind '{dev}' /dev && \
+         for d in /etc/udev /usr/lib/udev /usr/local/lib/udev; do \
+           [ -d $d ] && mount -t tmpfs tmpfs $d; done; \
+         timeout 20 '{link}' --daemon --resolve-names=never || exit 1; \
+         timeout 20 '{adm}' control --ping || exit 2; \
+         timeout 20 '{adm}' control --exit || exit 3; \
+         for i in $(seq 200); do [ -e /run/udev/control ] || exit 0; sleep 0.05; done; exit 4",
+        dev = lab.root().join("dev").display(),
+        link = link.display(),
+        adm = adm.display(),
+    );
+    ok(
+        in_lab_run(&lab, &script),
+        "systemd-udevd --daemon, then udevadm",
+    );
+    assert!(!lab.run().join("uevd/control").exists());
+}
