@@ -17,7 +17,7 @@ const MAGIC: &[u8] = b"LUKS\xba\xbe";
 /// offsets (depending on the size of the JSON area): enough to recognise a
 /// container whose first header was overwritten.
 const MAGIC_2: &[u8] = b"SKUL\xba\xbe";
-const SECONDARY: &[u64] = &[
+pub(crate) const SECONDARY: &[u64] = &[
     0x4000, 0x8000, 0x10000, 0x20000, 0x40000, 0x80000, 0x100000, 0x200000, 0x400000,
 ];
 

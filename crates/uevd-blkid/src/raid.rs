@@ -68,15 +68,19 @@ fn probe_v1(pr: &mut Probe<'_>, off: u64) -> Res {
     Ok(true)
 }
 
+/// Where metadata 0.90 and 1.0 sit on a device of `size` bytes, if it
+/// is large enough to hold them.
+pub(crate) fn end_offsets(size: u64) -> Option<(u64, u64)> {
+    (size > RESERVED).then(|| ((size & !(RESERVED - 1)) - RESERVED, (size & !0xfff) - 0x2000))
+}
+
 fn probe_raid(pr: &mut Probe<'_>, _: Option<&Found>) -> Res {
     let mut version = None;
-    if pr.size > RESERVED {
-        let off = (pr.size & !(RESERVED - 1)) - RESERVED;
-        if probe_v0(pr, off)? {
+    if let Some((v0, v1)) = end_offsets(pr.size) {
+        if probe_v0(pr, v0)? {
             return Ok(true);
         }
-        let off = (pr.size & !0xfff) - 0x2000;
-        if probe_v1(pr, off)? {
+        if probe_v1(pr, v1)? {
             version = Some("1.0");
         }
     }
