@@ -477,7 +477,11 @@ fn probe_ranges(offset: u64, size: u64) -> Vec<(u64, u64)> {
         // places a LUKS2 header may have its copy.
         .chain([0, 512])
         .chain(luks::SECONDARY.iter().copied())
-        .chain(raid::end_offsets(size).into_iter().flat_map(|(v0, v1)| [v0, v1]))
+        .chain(
+            raid::end_offsets(size)
+                .into_iter()
+                .flat_map(|(v0, v1)| [v0, v1]),
+        )
         .filter(|&at| at < size)
         .map(|at| (offset + at) / PAGE)
         .collect();
@@ -680,8 +684,17 @@ mod tests {
                 .iter()
                 .any(|&(start, n)| off >= start && off + len as u64 <= start + n)
         };
-        let missed: Vec<_> = disk.reads.borrow().iter().copied().filter(|&r| !covered(r)).collect();
-        assert!(missed.is_empty(), "read but not announced: {missed:?}; announced {announced:?}");
+        let missed: Vec<_> = disk
+            .reads
+            .borrow()
+            .iter()
+            .copied()
+            .filter(|&r| !covered(r))
+            .collect();
+        assert!(
+            missed.is_empty(),
+            "read but not announced: {missed:?}; announced {announced:?}"
+        );
         assert!(announced.len() <= 16, "{announced:?}");
     }
 

@@ -71,7 +71,12 @@ fn probe_v1(pr: &mut Probe<'_>, off: u64) -> Res {
 /// Where metadata 0.90 and 1.0 sit on a device of `size` bytes, if it
 /// is large enough to hold them.
 pub(crate) fn end_offsets(size: u64) -> Option<(u64, u64)> {
-    (size > RESERVED).then(|| ((size & !(RESERVED - 1)) - RESERVED, (size & !0xfff) - 0x2000))
+    (size > RESERVED).then(|| {
+        (
+            (size & !(RESERVED - 1)) - RESERVED,
+            (size & !0xfff) - 0x2000,
+        )
+    })
 }
 
 fn probe_raid(pr: &mut Probe<'_>, _: Option<&Found>) -> Res {

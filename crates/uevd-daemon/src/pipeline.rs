@@ -428,6 +428,22 @@ impl Processor {
         (rules, outcome)
     }
 
+    /// The rules step of an event, timed: what the rules decided, with
+    /// their warnings taken out as the event's first errors.
+    fn rules_step(
+        &self,
+        dev: &Rc<Device>,
+        previous: Option<&Record>,
+        clock: &mut Clock,
+    ) -> (Arc<Rules>, uevd_rules::Outcome, Vec<String>) {
+        clock.step("device");
+        let (rules, mut outcome) = self.run_rules(dev, previous, clock);
+        clock.step("rules");
+        clock.rules(&mut outcome);
+        let errors = std::mem::take(&mut outcome.warnings);
+        (rules, outcome, errors)
+    }
+
     /// add, change, move, bind, unbind, online, offline.
     fn update(&self, dev: &Rc<Device>, clock: &mut Clock) -> (Properties, Vec<String>) {
         let id = Self::device_id(dev);
@@ -446,11 +462,7 @@ impl Processor {
             }
             None => self.previous(dev.devpath(), &id),
         };
-        clock.step("device");
-        let (rules, mut outcome) = self.run_rules(dev, previous.as_deref(), clock);
-        clock.step("rules");
-        clock.rules(&mut outcome);
-        let mut errors: Vec<String> = std::mem::take(&mut outcome.warnings);
+        let (rules, mut outcome, mut errors) = self.rules_step(dev, previous.as_deref(), clock);
         let renamed = self.rename_interface(dev, &outcome, &mut errors);
         let node = Self::node_of(dev);
         let mut links = std::mem::take(&mut outcome.links);
@@ -569,11 +581,7 @@ impl Processor {
             Some(k) => k.stored.then_some(k.record),
             None => self.previous(dev.devpath(), &id),
         };
-        clock.step("device");
-        let (rules, mut outcome) = self.run_rules(dev, previous.as_deref(), clock);
-        clock.step("rules");
-        clock.rules(&mut outcome);
-        let mut errors: Vec<String> = std::mem::take(&mut outcome.warnings);
+        let (rules, mut outcome, mut errors) = self.rules_step(dev, previous.as_deref(), clock);
         if let Some(w) = &self.watches {
             w.unwatch(dev.devpath());
         }

@@ -23,6 +23,57 @@ pub struct Lab {
     mntns: File,
 }
 
+/// Runs `unshare [its args] --mount --propagation private -- sh -c script`
+/// and waits until the script prints `ready`: the namespaces exist and are
+/// set up for as long as the returned process lives (the script's last
+/// command keeps it alive).
+pub fn hold_namespaces(mut unshare: Command, script: &str) -> io::Result<Child> {
+    let mut holder = unshare
+        .args([
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let mut line = String::new();
+    BufReader::new(holder.stdout.take().expect("piped")).read_line(&mut line)?;
+    if line.trim() != "ready" {
+        let _ = holder.kill();
+        let _ = holder.wait();
+        return Err(io::Error::other("the namespace script did not get ready"));
+    }
+    Ok(holder)
+}
+
+/// Adds or removes loop device `n` through /dev/loop-control.
+pub fn loop_control(add: bool, n: u32) -> io::Result<()> {
+    let ctl = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/loop-control")?;
+    const LOOP_CTL_ADD: u64 = 0x4C80;
+    const LOOP_CTL_REMOVE: u64 = 0x4C81;
+    let req = if add { LOOP_CTL_ADD } else { LOOP_CTL_REMOVE };
+    // SAFETY: both requests take an integer argument, no pointer.
+    let r = unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(&ctl),
+            req as _,
+            n as libc::c_long,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 impl Lab {
     /// Creates the namespaces. Needs root.
     pub fn new() -> io::Result<Lab> {
@@ -35,28 +86,10 @@ impl Lab {
              ip link set lo up; echo ready; exec sleep 1000000",
             r = root.display()
         );
-        let mut holder = Command::new("unshare")
-            .args([
-                "--net",
-                "--mount",
-                "--propagation",
-                "private",
-                "--",
-                "sh",
-                "-c",
-                &script,
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()?;
-        let mut line = String::new();
-        BufReader::new(holder.stdout.take().expect("piped")).read_line(&mut line)?;
-        if line.trim() != "ready" {
-            let _ = holder.kill();
-            return Err(io::Error::other(
-                "could not create the lab namespaces (root needed)",
-            ));
-        }
+        let mut unshare = Command::new("unshare");
+        unshare.args(["--net"]);
+        let holder = hold_namespaces(unshare, &script)
+            .map_err(|_| io::Error::other("could not create the lab namespaces (root needed)"))?;
         let ns = |kind: &str| File::open(format!("/proc/{}/ns/{kind}", holder.id()));
         let (netns, mntns) = (ns("net")?, ns("mnt")?);
         Ok(Lab {

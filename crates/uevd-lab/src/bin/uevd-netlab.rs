@@ -134,25 +134,8 @@ fn forge(args: &[String]) -> io::Result<()> {
 
 fn loop_ctl(add: bool, n: Option<i32>) -> io::Result<()> {
     let n = n.ok_or_else(|| io::Error::other("which loop device?"))?;
-    let ctl = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/loop-control")?;
-    const LOOP_CTL_ADD: u64 = 0x4C80;
-    const LOOP_CTL_REMOVE: u64 = 0x4C81;
-    let req = if add { LOOP_CTL_ADD } else { LOOP_CTL_REMOVE };
-    // SAFETY: both requests take an integer argument, no pointer.
-    let r = unsafe {
-        libc::ioctl(
-            std::os::fd::AsRawFd::as_raw_fd(&ctl),
-            req as _,
-            n as libc::c_long,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    let n = u32::try_from(n).map_err(|_| io::Error::other("a loop number is not negative"))?;
+    uevd_lab::loop_control(add, n)
 }
 
 /// Per-event latency (arrival to finish) in microseconds, from a journal.

@@ -182,30 +182,8 @@ impl Scratch {
              if [ -d /etc/udev ]; then mount -t tmpfs tmpfs /etc/udev; fi; \
              echo ready; exec sleep 1000000"
         );
-        let mut holder = lab
-            .command("unshare")
-            .args([
-                "--mount",
-                "--propagation",
-                "private",
-                "--",
-                "sh",
-                "-c",
-                &script,
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()?;
-        let mut line = String::new();
-        io::BufRead::read_line(
-            &mut io::BufReader::new(holder.stdout.take().expect("piped")),
-            &mut line,
-        )?;
-        if line.trim() != "ready" {
-            let _ = holder.kill();
-            let _ = holder.wait();
-            return Err(io::Error::other("could not set up the scratch namespace"));
-        }
+        let holder = uevd_lab::hold_namespaces(lab.command("unshare"), &script)
+            .map_err(|_| io::Error::other("could not set up the scratch namespace"))?;
         Ok(Scratch { holder })
     }
 
@@ -318,25 +296,8 @@ fn now() -> f64 {
 }
 
 fn loop_ctl(add: bool, n: usize) -> io::Result<()> {
-    let ctl = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/loop-control")?;
-    const LOOP_CTL_ADD: u64 = 0x4C80;
-    const LOOP_CTL_REMOVE: u64 = 0x4C81;
-    let req = if add { LOOP_CTL_ADD } else { LOOP_CTL_REMOVE };
-    // SAFETY: both requests take an integer, no pointer.
-    let r = unsafe {
-        libc::ioctl(
-            std::os::fd::AsRawFd::as_raw_fd(&ctl),
-            req as _,
-            n as libc::c_long,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    let n = u32::try_from(n).map_err(|_| io::Error::other("loop number out of range"))?;
+    uevd_lab::loop_control(add, n)
 }
 
 /// Loop numbers out of the way of the machine's and of the tests'.
