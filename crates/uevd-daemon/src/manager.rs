@@ -117,7 +117,7 @@ pub fn run(config: Config) -> io::Result<()> {
     let sysfs = Sysfs::new(&config.sys);
     let (records, tags) = crate::reconcile::remove_stale(&db, &sysfs);
     if records + tags > 0 {
-        log::info!("removed {records} records and {tags} tag entries of devices that went while no manager ran");
+        log::info!("removed {records} records and {tags} tag entries and link claims of devices that went while no manager ran");
     }
     let devtmpfs = dev.devtmpfs();
     let rules_config = config.rules.clone();

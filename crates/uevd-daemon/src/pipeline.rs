@@ -157,6 +157,14 @@ impl Processor {
         rules: Rules,
     ) -> Processor {
         let unclaimed = Mutex::new(db.ids().into_iter().collect());
+        // Who claims which link survives a restart there, as with udevd.
+        let links = Links::on_disk(&db.root().join("links"), &dev).unwrap_or_else(|e| {
+            log::warn!(
+                "link claims kept in memory only: {}: {e}",
+                db.root().join("links").display()
+            );
+            Links::default()
+        });
         Processor {
             sysfs,
             dev,
@@ -165,7 +173,7 @@ impl Processor {
             broadcaster,
             journal,
             rules: RwLock::new(Arc::new(rules)),
-            links: Links::default(),
+            links,
             watches: match Watches::new() {
                 Ok(w) => Some(w),
                 Err(e) => {

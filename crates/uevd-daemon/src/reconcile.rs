@@ -12,7 +12,7 @@ use std::os::unix::ffi::OsStrExt;
 use uevd_db::{Database, DeviceId};
 use uevd_sysfs::{unescape_name, Sysfs};
 
-/// What was removed: (records, tag entries).
+/// What was removed: (records, tag entries and link claims).
 pub(crate) fn remove_stale(db: &Database, sysfs: &Sysfs) -> (usize, usize) {
     let mut interfaces: Option<HashSet<u32>> = None;
     let mut gone = |id: &DeviceId| match present(sysfs, id.as_str(), &mut interfaces) {
@@ -38,7 +38,33 @@ pub(crate) fn remove_stale(db: &Database, sysfs: &Sysfs) -> (usize, usize) {
             }
         }
     }
+    // A gone device's claim on a link would otherwise win it back.
+    for entry in link_claims(&db.root().join("links")) {
+        let id = entry
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(DeviceId::from_name);
+        if id.is_some_and(|id| gone(&id)) {
+            match std::fs::remove_file(&entry) {
+                Ok(()) => tags += 1,
+                Err(e) => log::warn!("removing a stale link claim {}: {e}", entry.display()),
+            }
+        }
+    }
     (records, tags)
+}
+
+/// Every claim entry under the links directory (one directory per link).
+fn link_claims(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(links) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    links
+        .filter_map(Result::ok)
+        .filter(|l| l.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|l| std::fs::read_dir(l.path()).ok())
+        .flat_map(|entries| entries.filter_map(Result::ok).map(|e| e.path()))
+        .collect()
 }
 
 /// Whether the device an id names exists in sysfs; `None` when the id is
@@ -145,8 +171,14 @@ mod tests {
             db.write(&id, &record, false, false).unwrap();
             db.index_tags(&id, &[], &record.tags).unwrap();
         }
+        let claims = tmp.path().join("run/udev/links/disk\\x2fby-label\\x2fboot");
+        std::fs::create_dir_all(&claims).unwrap();
+        std::os::unix::fs::symlink("0:/dev/sda", claims.join("b8:0")).unwrap();
+        std::os::unix::fs::symlink("0:/dev/sdb", claims.join("b8:16")).unwrap();
         let (records, tags) = remove_stale(&db, &Sysfs::new(&sys));
-        assert_eq!((records, tags), (5, 5));
+        assert_eq!((records, tags), (5, 6));
+        assert!(claims.join("b8:0").symlink_metadata().is_ok());
+        assert!(claims.join("b8:16").symlink_metadata().is_err());
         let mut left: Vec<String> = db.ids().iter().map(|i| i.to_string()).collect();
         left.sort();
         let mut expected: Vec<String> = ids

@@ -94,6 +94,23 @@ impl Tree {
         }
     }
 
+    /// A new daemon over the same trees: what it knows is on disk.
+    fn restart(&mut self) {
+        let rules_dir = self.sys.parent().unwrap().join("rules");
+        let config = uevd_rules::Config {
+            dirs: vec![rules_dir],
+            ..uevd_rules::Config::default()
+        };
+        self.processor = Processor::new(
+            Sysfs::new(&self.sys),
+            DevDir::open_as(&self.dev, false).unwrap(),
+            Database::open(&self.udev).unwrap(),
+            None,
+            Journal::disabled(),
+            uevd_rules::Rules::load(&config).0,
+        );
+    }
+
     fn event(&mut self, action: Action, devpath: &str) {
         let ev = Sysfs::new(&self.sys)
             .read_event(action, devpath.as_bytes())
@@ -240,19 +257,7 @@ fn a_record_left_by_an_earlier_run_is_picked_up_not_duplicated() {
     t.event(Action::Add, "/devices/virtual/block/loop8");
     let first = t.record("b7:8").unwrap().usec_initialized;
     // A new daemon over the same trees: it has only the database.
-    let rules_dir = t.sys.parent().unwrap().join("rules");
-    let config = uevd_rules::Config {
-        dirs: vec![rules_dir],
-        ..uevd_rules::Config::default()
-    };
-    t.processor = Processor::new(
-        Sysfs::new(&t.sys),
-        DevDir::open_as(&t.dev, false).unwrap(),
-        Database::open(&t.udev).unwrap(),
-        None,
-        Journal::disabled(),
-        uevd_rules::Rules::load(&config).0,
-    );
+    t.restart();
     t.event(Action::Change, "/devices/virtual/block/loop8");
     // The device keeps the time it was first initialised, as in udev.
     assert_eq!(t.record("b7:8").unwrap().usec_initialized, first);
@@ -274,4 +279,22 @@ fn a_kernel_mode_with_setuid_bits_gives_only_the_permission_bits() {
     t.event(Action::Add, "/devices/virtual/mem/odd");
     let mode = std::fs::metadata(t.dev.join("odd")).unwrap().mode();
     assert_eq!(mode & 0o7777, 0o777, "{mode:o}");
+}
+
+#[test]
+fn a_contended_link_is_decided_the_same_after_a_restart() {
+    assert!(root(), "creating device nodes needs root");
+    let mut t = Tree::new();
+    t.event(Action::Add, "/devices/virtual/block/loop7");
+    t.event(Action::Add, "/devices/virtual/block/loop8");
+    assert_eq!(t.link("disk/by-label/boot"), Some("../../loop7".into()));
+    t.restart();
+    // The lower-priority device's event comes first after the restart: it
+    // must not take the link from the one that outranks it.
+    t.event(Action::Change, "/devices/virtual/block/loop8");
+    assert_eq!(t.link("disk/by-label/boot"), Some("../../loop7".into()));
+    t.event(Action::Remove, "/devices/virtual/block/loop7");
+    assert_eq!(t.link("disk/by-label/boot"), Some("../../loop8".into()));
+    t.event(Action::Remove, "/devices/virtual/block/loop8");
+    assert_eq!(t.link("disk/by-label/boot"), None);
 }
