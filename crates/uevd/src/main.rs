@@ -89,6 +89,9 @@ enum Command {
     /// Run the rules for one device and print what they decide, changing
     /// nothing.
     Test(test::Options),
+    /// Process events for these devices now, as the daemon would (nodes,
+    /// links, database, RUN), without a daemon.
+    Process(process::Options),
     /// Check rules files for errors without running them.
     Verify(verify::Options),
     /// Print what sysfs and the database say about devices, as udevadm
@@ -138,6 +141,7 @@ fn main() -> ExitCode {
         Command::Monitor(o) => monitor::run(o),
         Command::Control(o) => control::run(&cli.roots, o),
         Command::Test(o) => test::run(&cli.roots, o),
+        Command::Process(o) => process::run(&cli.roots, o),
         Command::Verify(o) => verify::run(&cli.roots, o),
         Command::Info(o) => info::run(&cli.roots, o),
         Command::Builtin(o) => builtin::run(&cli.roots, o),

@@ -9,6 +9,7 @@ pub mod graph;
 pub mod info;
 pub mod modprobe;
 pub mod monitor;
+pub mod process;
 pub mod settle;
 pub mod stats;
 pub mod test;
