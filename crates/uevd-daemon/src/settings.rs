@@ -69,7 +69,9 @@ impl Settings {
         match std::fs::read(conf) {
             Ok(text) => s.parse_conf(&conf.display().to_string(), &String::from_utf8_lossy(&text)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => s.warnings.push(format!("{}: {e}; using the defaults", conf.display())),
+            Err(e) => s
+                .warnings
+                .push(format!("{}: {e}; using the defaults", conf.display())),
         }
         if let Some(line) = cmdline {
             s.parse_cmdline(&String::from_utf8_lossy(line), in_initrd);
@@ -115,8 +117,11 @@ impl Settings {
                     self.blockdev_read_only = Some(Setting { value: true, from })
                 }
                 ("log_priority", v) => self.set_cmdline("log_level", v, from),
-                (n @ ("log_level" | "children_max" | "exec_delay" | "event_timeout"
-                | "timeout_signal" | "blockdev_read_only"), v) => self.set_cmdline(n, v, from),
+                (
+                    n @ ("log_level" | "children_max" | "exec_delay" | "event_timeout"
+                    | "timeout_signal" | "blockdev_read_only"),
+                    v,
+                ) => self.set_cmdline(n, v, from),
                 _ => self
                     .warnings
                     .push(format!("{from}: unknown udev option, ignoring it")),
@@ -137,28 +142,60 @@ impl Settings {
         let r = match key {
             "udev_log" if !cmdline => {
                 // udevd strips one more pair of quotes from udev_log.
-                parse_log_level(unquote(value)).map(|l| self.log_level = Some(Setting { value: l, from: from.clone() }))
+                parse_log_level(unquote(value)).map(|l| {
+                    self.log_level = Some(Setting {
+                        value: l,
+                        from: from.clone(),
+                    })
+                })
             }
-            "log_level" if cmdline => parse_log_level(value)
-                .map(|l| self.log_level = Some(Setting { value: l, from: from.clone() })),
-            "children_max" => parse_unsigned(value)
-                .map(|n| self.children_max = Some(Setting { value: n, from: from.clone() })),
-            "exec_delay" => parse_sec(value)
-                .map(|d| self.exec_delay = Some(Setting { value: d, from: from.clone() })),
+            "log_level" if cmdline => parse_log_level(value).map(|l| {
+                self.log_level = Some(Setting {
+                    value: l,
+                    from: from.clone(),
+                })
+            }),
+            "children_max" => parse_unsigned(value).map(|n| {
+                self.children_max = Some(Setting {
+                    value: n,
+                    from: from.clone(),
+                })
+            }),
+            "exec_delay" => parse_sec(value).map(|d| {
+                self.exec_delay = Some(Setting {
+                    value: d,
+                    from: from.clone(),
+                })
+            }),
             "event_timeout" => parse_sec(value).and_then(|d| {
                 if d.is_zero() {
                     Err(Invalid("0 would end every event at once"))
                 } else {
-                    self.event_timeout = Some(Setting { value: d, from: from.clone() });
+                    self.event_timeout = Some(Setting {
+                        value: d,
+                        from: from.clone(),
+                    });
                     Ok(())
                 }
             }),
-            "timeout_signal" => parse_signal(value)
-                .map(|s| self.timeout_signal = Some(Setting { value: s, from: from.clone() })),
-            "resolve_names" if !cmdline => parse_resolve_names(value)
-                .map(|r| self.resolve_names = Some(Setting { value: r, from: from.clone() })),
-            "blockdev_read_only" if cmdline => parse_bool(value)
-                .map(|b| self.blockdev_read_only = Some(Setting { value: b, from: from.clone() })),
+            "timeout_signal" => parse_signal(value).map(|s| {
+                self.timeout_signal = Some(Setting {
+                    value: s,
+                    from: from.clone(),
+                })
+            }),
+            "resolve_names" if !cmdline => parse_resolve_names(value).map(|r| {
+                self.resolve_names = Some(Setting {
+                    value: r,
+                    from: from.clone(),
+                })
+            }),
+            "blockdev_read_only" if cmdline => parse_bool(value).map(|b| {
+                self.blockdev_read_only = Some(Setting {
+                    value: b,
+                    from: from.clone(),
+                })
+            }),
             _ => Err(Invalid("unknown key")),
         };
         if let Err(e) = r {
@@ -244,7 +281,11 @@ pub fn parse_log_level(s: &str) -> Result<Level, Invalid> {
         "debug" => 7,
         _ => match s.parse::<u8>() {
             Ok(n) if n <= 7 => n,
-            _ => return Err(Invalid("expected emerg, alert, crit, err, warning, notice, info, debug or 0-7")),
+            _ => {
+                return Err(Invalid(
+                    "expected emerg, alert, crit, err, warning, notice, info, debug or 0-7",
+                ))
+            }
         },
     };
     Ok(match n {
@@ -339,8 +380,10 @@ pub fn parse_sec(s: &str) -> Result<Duration, Invalid> {
         let number: f64 = number.parse().map_err(|_| BAD)?;
         rest = rest[n..].trim_start();
         let unit = UNITS.iter().find(|(u, _)| {
-            rest.strip_prefix(u)
-                .is_some_and(|after| after.is_empty() || after.starts_with(|c: char| c.is_whitespace() || c.is_ascii_digit()))
+            rest.strip_prefix(u).is_some_and(|after| {
+                after.is_empty()
+                    || after.starts_with(|c: char| c.is_whitespace() || c.is_ascii_digit())
+            })
         });
         let factor = match unit {
             Some((u, f)) => {
@@ -364,7 +407,11 @@ pub fn parse_signal(s: &str) -> Result<i32, Invalid> {
     const BAD: Invalid = Invalid("expected a signal name such as SIGKILL or a number");
     let max = libc::SIGRTMAX();
     if let Ok(n) = s.parse::<i32>() {
-        return if (1..=max).contains(&n) { Ok(n) } else { Err(BAD) };
+        return if (1..=max).contains(&n) {
+            Ok(n)
+        } else {
+            Err(BAD)
+        };
     }
     let name = s.strip_prefix("SIG").unwrap_or(s);
     const NAMES: &[(&str, i32)] = &[
@@ -578,8 +625,10 @@ mod tests {
     #[test]
     fn env_file_forms() {
         let a = env_assignments("a=x y  \nb=\"q \\\"r\\\" \\n\"\nc='lit\\'\nd=one\\\n  two\ne=\"multi\nline\"\nnot an assignment\n");
-        let kv: Vec<(Option<&str>, &str)> =
-            a.iter().map(|(_, k, v)| (k.as_deref(), v.as_str())).collect();
+        let kv: Vec<(Option<&str>, &str)> = a
+            .iter()
+            .map(|(_, k, v)| (k.as_deref(), v.as_str()))
+            .collect();
         assert_eq!(
             kv,
             [
@@ -602,7 +651,10 @@ mod tests {
         assert!(s.warnings[1].starts_with("udev.conf:2: bad value 'loud' for udev_log"));
         assert!(s.children_max.is_none() && s.log_level.is_none());
         // The good line after the bad ones still counts.
-        assert_eq!(s.event_timeout.as_ref().unwrap().value, Duration::from_secs(10));
+        assert_eq!(
+            s.event_timeout.as_ref().unwrap().value,
+            Duration::from_secs(10)
+        );
         let mut config = Config::new("/sys", "/dev", "/run");
         let before = (config.workers, config.log_level);
         s.apply(&mut config);
@@ -618,7 +670,11 @@ mod tests {
         let s = Settings::read(&f, Some(b"quiet udev.children_max=x"), false);
         assert_eq!(s.warnings.len(), 2);
         assert!(s.warnings[0].contains("udev.conf:1"), "{}", s.warnings[0]);
-        assert!(s.warnings[1].contains("'udev.children_max=x'"), "{}", s.warnings[1]);
+        assert!(
+            s.warnings[1].contains("'udev.children_max=x'"),
+            "{}",
+            s.warnings[1]
+        );
         let mut config = Config::new("/sys", "/dev", "/run");
         s.apply(&mut config);
         assert_eq!(config.workers, None);
@@ -634,7 +690,10 @@ mod tests {
         s.parse_cmdline(line, false);
         assert!(s.warnings.is_empty(), "{:?}", s.warnings);
         assert_eq!(s.log_level.as_ref().unwrap().value, Level::Debug);
-        assert!(s.children_max.is_none(), "rd. words apply only in an initramfs");
+        assert!(
+            s.children_max.is_none(),
+            "rd. words apply only in an initramfs"
+        );
         assert_eq!(s.event_timeout.unwrap().value, Duration::from_secs(20));
         assert_eq!(s.exec_delay.unwrap().value, Duration::from_secs(1));
         assert!(s.blockdev_read_only.unwrap().value);
@@ -642,7 +701,10 @@ mod tests {
         s.parse_cmdline(line, true);
         assert_eq!(s.children_max.unwrap().value, 3);
         let mut s = Settings::default();
-        s.parse_cmdline("udev.log_level udev.nonsense=1 udev.timeout_signal=SIGNOPE", false);
+        s.parse_cmdline(
+            "udev.log_level udev.nonsense=1 udev.timeout_signal=SIGNOPE",
+            false,
+        );
         assert_eq!(s.warnings.len(), 3, "{:?}", s.warnings);
         assert!(s.warnings[2].contains("'udev.timeout_signal=SIGNOPE'"));
     }

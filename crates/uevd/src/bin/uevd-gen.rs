@@ -11,8 +11,10 @@
 #[path = "../main.rs"]
 mod uevd;
 
-// What uevd's modules name through `crate::`.
-use uevd::{parse_level, Roots};
+// What uevd's modules name through `crate::` (Cli: in their tests, which
+// `clippy --all-targets` compiles here too).
+#[allow(unused_imports)]
+use uevd::{parse_level, Cli, Roots};
 
 use clap::CommandFactory;
 use std::path::PathBuf;
@@ -36,12 +38,12 @@ fn main() -> ExitCode {
 fn generate(dir: &std::path::Path) -> std::io::Result<()> {
     let man = dir.join("man1");
     std::fs::create_dir_all(&man)?;
-    clap_mangen::generate_to(uevd::Cli::command(), &man)?;
+    clap_mangen::generate_to(Cli::command(), &man)?;
     let completions = dir.join("completions");
     std::fs::create_dir_all(&completions)?;
     use clap_complete::Shell;
     for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
-        clap_complete::generate_to(shell, &mut uevd::Cli::command(), "uevd", &completions)?;
+        clap_complete::generate_to(shell, &mut Cli::command(), "uevd", &completions)?;
     }
     Ok(())
 }
