@@ -161,6 +161,7 @@ pub fn run(config: Config) -> io::Result<()> {
     if let Some(fd) = ready {
         signal_ready(fd);
     }
+    crate::notify::ready();
     if let Some(how) = opts.coldplug {
         d.coldplug(how);
     }

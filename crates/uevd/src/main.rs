@@ -30,9 +30,10 @@ pub struct Roots {
     pub rules_dirs: Vec<PathBuf>,
     /// When OWNER= and GROUP= names are looked up: early (when the rules
     /// load; "late" is taken as early) or never (only numeric ids apply, as
-    /// initramfs-tools runs udevd).
-    #[arg(long, global = true, default_value = "early", value_parser = ["early", "late", "never"])]
-    pub resolve_names: String,
+    /// initramfs-tools runs udevd). Default: early; for the daemon,
+    /// udev.conf's resolve_names when it sets one.
+    #[arg(long, global = true, value_parser = ["early", "late", "never"])]
+    pub resolve_names: Option<String>,
 }
 
 impl Roots {
@@ -50,7 +51,7 @@ impl Roots {
         if !self.rules_dirs.is_empty() {
             config.dirs = self.rules_dirs.clone();
         }
-        config.resolve_names = self.resolve_names != "never";
+        config.resolve_names = self.resolve_names.as_deref() != Some("never");
         config.dev_root = self.dev.clone();
         config
     }
@@ -63,7 +64,7 @@ impl Roots {
     about = "A Linux device manager",
     propagate_version = true
 )]
-struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
     roots: Roots,
     #[command(subcommand)]

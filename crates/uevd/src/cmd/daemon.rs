@@ -42,9 +42,10 @@ pub struct Options {
     /// the default is the kernel log, /dev/kmsg).
     #[arg(long, value_name = "FILE")]
     log_file: Option<PathBuf>,
-    /// error, warning, info or debug.
-    #[arg(long, default_value = "info", value_parser = crate::parse_level)]
-    log_level: uevd_control::Level,
+    /// error, warning, info or debug (default: info, or what udev.conf's
+    /// udev_log or the kernel command line's udev.log_level say).
+    #[arg(long, value_parser = crate::parse_level)]
+    log_level: Option<uevd_control::Level>,
     /// Do not announce processed events to libudev clients (netlink group 2).
     #[arg(long)]
     no_broadcast: bool,
@@ -57,6 +58,17 @@ pub struct Options {
 pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
     let mut config = uevd_daemon::Config::new(&roots.sys, &roots.dev, &roots.run);
     config.rules = roots.rules_config();
+    // udev.conf and the kernel command line first: options given here win.
+    let settings = uevd_daemon::Settings::system();
+    for w in &settings.warnings {
+        log::warn!("{w}");
+    }
+    for note in settings.apply(&mut config) {
+        log::info!("{note}");
+    }
+    if let Some(r) = &roots.resolve_names {
+        config.rules.resolve_names = r != "never";
+    }
     if let Some(s) = opts.event_timeout {
         config.rules.exec_timeout = std::time::Duration::from_secs(s);
     }
@@ -65,7 +77,9 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
         Coldplug::Read => uevd_daemon::Coldplug::Read,
         Coldplug::Trigger => uevd_daemon::Coldplug::Trigger,
     });
-    config.workers = opts.workers;
+    if opts.workers.is_some() {
+        config.workers = opts.workers;
+    }
     config.receive_buffer = opts.receive_buffer;
     match opts.timeline {
         Some(p) if p.as_os_str() == "none" => config.timeline = None,
@@ -74,7 +88,9 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
     }
     config.timeline_max = opts.timeline_max;
     config.log_file = opts.log_file;
-    config.log_level = opts.log_level;
+    if let Some(level) = opts.log_level {
+        config.log_level = level;
+    }
     config.broadcast = !opts.no_broadcast;
     uevd_daemon::run(config).map(|()| ExitCode::SUCCESS)
 }

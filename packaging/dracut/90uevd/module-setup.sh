@@ -1,0 +1,32 @@
+#!/bin/bash
+# dracut module: uevd as the initramfs device manager. dracut's own init
+# and modules call systemd-udevd and udevadm by name; in the image both are
+# uevd, so they keep working, and the hooks below start and stop it.
+
+check() {
+	require_binaries @BINDIR@/uevd || return 1
+	# Only when asked for (add_dracutmodules+=" uevd "): udev stays the default.
+	return 255
+}
+
+depends() {
+	# udev-rules brings the rules, hwdb and helpers; uevd takes over its daemon.
+	echo udev-rules
+	return 0
+}
+
+install() {
+	inst_binary @BINDIR@/uevd /usr/bin/uevd
+	inst_hook pre-udev 10 "$moddir/uevd-start.sh"
+	inst_hook cleanup 99 "$moddir/uevd-stop.sh"
+	inst_script "$moddir/systemd-udevd.sh" "$systemdutildir/systemd-udevd"
+	ln -sf /usr/bin/uevd "${initdir}/usr/bin/udevadm"
+	[ -e /etc/udev/udev.conf ] && inst_simple /etc/udev/udev.conf
+	for hwdb in /etc/udev/hwdb.bin "$udevdir/hwdb.bin"; do
+		if [ -e "$hwdb" ]; then
+			inst_simple "$hwdb" "$udevdir/hwdb.bin"
+			break
+		fi
+	done
+	inst_multiple -o "$systemdnetwork"/*.link /etc/systemd/network/*.link
+}
