@@ -143,11 +143,7 @@ mod tests {
         assert!(places.contains(&"70-t.rules:3"), "{places:?}");
         // A busy machine can make any line slow now and then; the line
         // that ran a 60 ms program is always the slowest.
-        let slow = o
-            .slow_lines
-            .iter()
-            .max_by_key(|l| l.duration)
-            .unwrap();
+        let slow = o.slow_lines.iter().max_by_key(|l| l.duration).unwrap();
         assert_eq!(slow.place, "70-t.rules:3", "{:?}", o.slow_lines);
         assert!(slow.duration >= 60_000_000, "{slow:?}");
         assert!(o.programs[0].duration >= 60_000_000);

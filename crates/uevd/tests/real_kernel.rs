@@ -1051,14 +1051,17 @@ fn settle_against_a_daemon_that_does_not_answer_times_out_at_its_timeout() {
     let took = t.elapsed();
     daemon.signal(rustix::process::Signal::CONT).unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(took < Duration::from_millis(1900), "settle took {took:?}");
+    // udevadm's behaviour is exit 1 at the timeout; the old one took
+    // five seconds more.
+    assert!(took < Duration::from_secs(4), "settle took {took:?}");
     // A client that connects and says nothing holds nobody up.
     let idle = std::os::unix::net::UnixStream::connect(lab.run().join("uevd/control")).unwrap();
     let t = std::time::Instant::now();
     let ping = lab.uevd(uevd(), &["control", "--ping"]).unwrap();
     assert!(ping.status.success());
+    // An idle client used to hold the loop for five seconds.
     assert!(
-        t.elapsed() < Duration::from_secs(2),
+        t.elapsed() < Duration::from_secs(4),
         "ping took {:?}",
         t.elapsed()
     );
@@ -1071,6 +1074,7 @@ fn a_flood_of_forged_uevents_is_counted_whole_and_logged_in_part() {
     let _g = serial();
     let lab = Lab::new().unwrap();
     let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    let started = std::time::Instant::now();
     for _ in 0..40 {
         let out = lab
             .command(netlab())
@@ -1085,7 +1089,9 @@ fn a_flood_of_forged_uevents_is_counted_whole_and_logged_in_part() {
     let log = daemon.stop(&lab).unwrap();
     assert_eq!(st["rejected"], "40", "log: {log}");
     let logged = log.matches("dropped a uevent").count();
-    assert!((10..=14).contains(&logged), "{logged} lines: {log}");
+    // Ten at once, then at most one a second.
+    let most = 10 + started.elapsed().as_secs() as usize + 1;
+    assert!((10..=most).contains(&logged), "{logged} lines: {log}");
 }
 
 #[test]
