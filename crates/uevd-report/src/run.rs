@@ -47,14 +47,46 @@ fn read_result(path: &Path) -> io::Result<BTreeMap<String, String>> {
 /// Reads a kernel log that need not be UTF-8 (`dmesg` passes on whatever
 /// drivers print).
 pub fn read_dmesg(path: &Path) -> io::Result<Dmesg> {
+    use std::os::unix::fs::FileTypeExt;
     let bytes = if path == Path::new("-") {
         let mut b = Vec::new();
         io::Read::read_to_end(&mut io::stdin(), &mut b)?;
         b
+    } else if fs::metadata(path)?.file_type().is_char_device() {
+        read_kmsg(path)?
     } else {
         fs::read(path)?
     };
     Ok(dmesg::parse(&String::from_utf8_lossy(&bytes)))
+}
+
+/// The kernel's log buffer as it stands, from a /dev/kmsg-like device: one
+/// record per read, oldest first, until nothing is left (a plain read would
+/// wait for the next message forever).
+fn read_kmsg(path: &Path) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let mut out = Vec::new();
+    let mut record = vec![0u8; 8192];
+    loop {
+        match io::Read::read(&mut f, &mut record) {
+            Ok(0) => break,
+            Ok(n) => {
+                out.extend_from_slice(&record[..n]);
+                if record[n - 1] != b'\n' {
+                    out.push(b'\n');
+                }
+            }
+            // Overwritten while we read: the next record follows.
+            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
 }
 
 fn file_name(p: &Path) -> String {
@@ -310,6 +342,22 @@ pub fn default_group(name: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_running_kernels_log_is_read_to_its_end_without_waiting() {
+        let kmsg = Path::new("/dev/kmsg");
+        if !kmsg.exists() {
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(read_kmsg(kmsg).map(|b| b.len()));
+        });
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("reading /dev/kmsg waited for new messages");
+        assert!(got.unwrap() > 0, "the kernel has logged something");
+    }
     use super::*;
 
     #[test]

@@ -42,7 +42,7 @@ fractions; -n bounds its slowest events only.",
 )]
 pub struct Options {
     /// The timeline journal, or a lab run directory holding timeline.txt.
-    #[arg(value_name = "JOURNAL", default_value = "/run/uevd/timeline.jsonl")]
+    #[arg(value_name = "JOURNAL", default_value = super::RUNNING_JOURNAL)]
     journal: PathBuf,
     /// How many events (and subsystems, programs, modules) to list; 0 for
     /// all.

@@ -41,11 +41,13 @@ window, in seconds since boot.",
 )]
 pub struct Options {
     /// The timeline journal (see `uevd daemon --timeline`), or a lab run
-    /// directory holding timeline.txt and dmesg.txt.
-    #[arg(value_name = "JOURNAL")]
+    /// directory holding timeline.txt and dmesg.txt. Default: the running
+    /// system's journal, with the kernel's log from /dev/kmsg.
+    #[arg(value_name = "JOURNAL", default_value = super::RUNNING_JOURNAL)]
     journal: PathBuf,
     /// The kernel's log, for the initcalls and the initramfs ("-": standard
-    /// input). Default: dmesg.txt beside the journal, if there is one.
+    /// input). Default: dmesg.txt beside the journal, if there is one, else
+    /// for the running system's journal the kernel's own (/dev/kmsg).
     #[arg(long, value_name = "FILE")]
     dmesg: Option<PathBuf>,
     /// Where to write the page ("-": standard output, which must not be a
@@ -76,6 +78,10 @@ pub fn run(opts: Options) -> io::Result<ExitCode> {
             None => journal_path.parent()?.join("dmesg.txt"),
         };
         beside.exists().then_some(beside)
+    });
+    // This boot's own journal: its kernel log is the running kernel's.
+    let dmesg_path = dmesg_path.or_else(|| {
+        (opts.journal.as_os_str() == super::RUNNING_JOURNAL).then(|| PathBuf::from("/dev/kmsg"))
     });
     let dmesg = match &dmesg_path {
         Some(p) => Some(

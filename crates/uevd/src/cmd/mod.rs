@@ -15,3 +15,7 @@ pub mod stats;
 pub mod test;
 pub mod trigger;
 pub mod verify;
+
+/// The running daemon's timeline journal, where reports look when given
+/// nothing (the daemon's default `--timeline` under /run).
+pub const RUNNING_JOURNAL: &str = "/run/uevd/timeline.jsonl";

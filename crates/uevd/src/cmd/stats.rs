@@ -58,7 +58,8 @@ without a trailing -rN (bench-disks-n100-uevd-r2 goes to bench-disks-n100-uevd) 
     )
 )]
 pub struct Options {
-    /// Boots to measure; NAME=RUN,RUN,... makes a group.
+    /// Boots to measure (journals or lab run directories); NAME=RUN,RUN,...
+    /// makes a group. Default: the running system's journal.
     #[arg(value_name = "RUN")]
     runs: Vec<String>,
     #[command(flatten)]
@@ -138,7 +139,10 @@ fn add(groups: &mut Vec<Group>, name: &str, run: Run) {
     }
 }
 
-pub fn run(opts: Options) -> io::Result<ExitCode> {
+pub fn run(mut opts: Options) -> io::Result<ExitCode> {
+    if opts.runs.is_empty() && opts.group.0.is_empty() {
+        opts.runs.push(super::RUNNING_JOURNAL.to_string());
+    }
     let mut groups: Vec<Group> = Vec::new();
     let mut loose: Vec<Run> = Vec::new();
     for arg in &opts.runs {
