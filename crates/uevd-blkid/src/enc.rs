@@ -1,7 +1,7 @@
 //! Text conversions libblkid applies to what it reads, and the two
 //! encoders udev runs on what it exports; checksums the probers verify.
 
-use uevd_text::text::{c_str, is_space};
+use uevd_text::text::{c_str, is_space, utf8_decode};
 
 /// UTF-16 (either byte order) to UTF-8 as libblkid converts labels: it
 /// stops at a NUL character, pairs surrogates when the pair is there, and
@@ -90,53 +90,17 @@ pub(crate) fn guid_string(g: &[u8]) -> String {
     uuid_string(&u)
 }
 
-fn expected_len(c: u8) -> usize {
-    match c {
-        0x00..=0x7f => 1,
-        _ if c & 0xe0 == 0xc0 => 2,
-        _ if c & 0xf0 == 0xe0 => 3,
-        _ if c & 0xf8 == 0xf0 => 4,
-        _ if c & 0xfc == 0xf8 => 5,
-        _ if c & 0xfe == 0xfc => 6,
-        _ => 0,
-    }
-}
-
 /// Length of the valid UTF-8 character at the start of `s` by libblkid's
 /// rules (which differ from systemd's on non-characters: only U+xxFFFF is
 /// refused), or None. The end of `s` counts as a NUL.
 pub(crate) fn utf8_valid_len(s: &[u8]) -> Option<usize> {
-    let at = |i: usize| s.get(i).copied().unwrap_or(0);
-    let len = expected_len(at(0));
-    match len {
-        0 => return None,
-        1 => return Some(1),
-        _ => {}
-    }
-    if (0..len).any(|i| at(i) & 0x80 != 0x80) {
-        return None;
-    }
-    let mut ch = u32::from(at(0)) & (0xff >> (len + 1));
-    for i in 1..len {
-        let c = at(i);
-        if c & 0xc0 != 0x80 {
-            return None;
-        }
-        ch = (ch << 6) | u32::from(c & 0x3f);
-    }
-    let encoded = match ch {
-        0..=0x7f => 1,
-        0x80..=0x7ff => 2,
-        0x800..=0xffff => 3,
-        0x1_0000..=0x1f_ffff => 4,
-        0x20_0000..=0x3ff_ffff => 5,
-        _ => 6,
-    };
-    let valid = ch <= 0x10ffff
-        && ch & 0xffff_f800 != 0xd800
-        && !(0xfdd0..=0xfdef).contains(&ch)
-        && ch & 0xffff != 0xffff;
-    (encoded == len && valid).then_some(len)
+    let (len, ch) = utf8_decode(s)?;
+    let valid = len == 1
+        || (ch <= 0x10ffff
+            && ch & 0xffff_f800 != 0xd800
+            && !(0xfdd0..=0xfdef).contains(&ch)
+            && ch & 0xffff != 0xffff);
+    valid.then_some(len)
 }
 
 fn whitelisted(c: u8, extra: &[u8]) -> bool {

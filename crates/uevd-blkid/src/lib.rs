@@ -469,19 +469,29 @@ fn partitions_probe(pr: &mut Probe<'_>, details: Option<&PartitionOf<'_>>) -> Re
 /// into page-sized ranges, in order.
 fn probe_ranges(offset: u64, size: u64) -> Vec<(u64, u64)> {
     const PAGE: u64 = 4096;
-    let mut pages: Vec<u64> = SUPERBLOCKS
+    // The same for every device: gathered from the tables once.
+    static FIXED: std::sync::OnceLock<Vec<u64>> = std::sync::OnceLock::new();
+    let fixed = FIXED.get_or_init(|| {
+        let mut at: Vec<u64> = SUPERBLOCKS
+            .iter()
+            .flat_map(|id| id.magics.iter())
+            .filter_map(|m| m.kboff.checked_add(m.sboff >> 10)?.checked_mul(1024))
+            // Partition tables: the MBR and the GPT header behind it; and the
+            // places a LUKS2 header may have its copy.
+            .chain([0, 512])
+            .chain(luks::SECONDARY.iter().copied())
+            .collect();
+        at.sort_unstable();
+        at.dedup();
+        at
+    });
+    let raid = raid::end_offsets(size)
+        .into_iter()
+        .flat_map(|(v0, v1)| [v0, v1]);
+    let mut pages: Vec<u64> = fixed
         .iter()
-        .flat_map(|id| id.magics.iter())
-        .filter_map(|m| m.kboff.checked_add(m.sboff >> 10)?.checked_mul(1024))
-        // Partition tables: the MBR and the GPT header behind it; and the
-        // places a LUKS2 header may have its copy.
-        .chain([0, 512])
-        .chain(luks::SECONDARY.iter().copied())
-        .chain(
-            raid::end_offsets(size)
-                .into_iter()
-                .flat_map(|(v0, v1)| [v0, v1]),
-        )
+        .copied()
+        .chain(raid)
         .filter(|&at| at < size)
         .map(|at| (offset + at) / PAGE)
         .collect();

@@ -9,13 +9,16 @@
 //! the loader to be idle.
 
 use crate::load::Loader;
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
 #[derive(Default)]
 struct State {
     queue: VecDeque<String>,
+    /// What `queue` holds, so that a name asked for again by every device
+    /// of a coldplug is found in O(1), not by a walk of the queue.
+    queued: HashSet<String>,
     /// Asked for and not finished: queued plus running.
     pending: usize,
     threads: usize,
@@ -51,7 +54,7 @@ impl Loader {
         let bg = &self.background;
         let mut st = bg.lock();
         for name in names_or_aliases {
-            if st.queue.iter().any(|q| q == name) {
+            if !st.queued.insert((*name).to_owned()) {
                 continue;
             }
             st.queue.push_back((*name).to_owned());
@@ -81,6 +84,7 @@ impl Loader {
         if st.threads == 0 {
             // No thread at all: load here rather than never.
             let names: Vec<String> = st.queue.drain(..).collect();
+            st.queued.clear();
             st.pending -= names.len();
             drop(st);
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -94,6 +98,7 @@ impl Loader {
         let mut st = bg.lock();
         loop {
             if let Some(name) = st.queue.pop_front() {
+                st.queued.remove(&name);
                 drop(st);
                 self.load(&[&name]);
                 st = bg.lock();

@@ -23,6 +23,41 @@ pub struct Lab {
     mntns: File,
 }
 
+/// The value after `--name` in a lab tool's arguments.
+pub fn arg<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+}
+
+/// Makes `cmd` run in the given network and mount namespaces, in the
+/// caller's directory (joining a mount namespace moves a process to its
+/// root; relative paths must keep working).
+pub fn in_namespaces(cmd: &mut Command, net: rustix::fd::OwnedFd, mnt: rustix::fd::OwnedFd) {
+    let cwd = std::env::current_dir().ok().and_then(|d| {
+        std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(d.as_os_str())).ok()
+    });
+    // SAFETY: the closure only makes system calls, which is allowed
+    // between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::thread::move_into_link_name_space(
+                net.as_fd(),
+                Some(rustix::thread::LinkNameSpaceType::Network),
+            )?;
+            rustix::thread::move_into_link_name_space(
+                mnt.as_fd(),
+                Some(rustix::thread::LinkNameSpaceType::Mount),
+            )?;
+            if let Some(dir) = &cwd {
+                let _ = rustix::process::chdir(dir.as_c_str());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Runs `unshare [its args] --mount --propagation private -- sh -c script`
 /// and waits until the script prints `ready`: the namespaces exist and are
 /// set up for as long as the returned process lives (the script's last
@@ -126,29 +161,7 @@ impl Lab {
         let mut cmd = Command::new(program);
         let net = self.netns.try_clone().expect("dup netns fd");
         let mnt = self.mntns.try_clone().expect("dup mntns fd");
-        // Joining a mount namespace moves the process to its root: come
-        // back to the caller's directory, so relative paths keep working.
-        let cwd = std::env::current_dir().ok().and_then(|d| {
-            std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(d.as_os_str())).ok()
-        });
-        // SAFETY: the closure only makes system calls, which is allowed
-        // between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                rustix::thread::move_into_link_name_space(
-                    net.as_fd(),
-                    Some(rustix::thread::LinkNameSpaceType::Network),
-                )?;
-                rustix::thread::move_into_link_name_space(
-                    mnt.as_fd(),
-                    Some(rustix::thread::LinkNameSpaceType::Mount),
-                )?;
-                if let Some(dir) = &cwd {
-                    let _ = rustix::process::chdir(dir.as_c_str());
-                }
-                Ok(())
-            });
-        }
+        in_namespaces(&mut cmd, net.into(), mnt.into());
         cmd
     }
 

@@ -68,12 +68,18 @@ pub fn implicit_subsystem(devpath: &[u8]) -> Option<&'static [u8]> {
 /// events from the path alone. (A bus is `bus` here, where sd-device's
 /// implicit subsystem calls it `subsystem`.)
 pub fn kernel_event_subsystem(devpath: &[u8]) -> Option<&'static [u8]> {
-    let parts: Vec<&[u8]> = devpath.split(|&c| c == b'/').skip(1).collect();
-    match parts.as_slice() {
-        [b"module", name] if !name.is_empty() => Some(b"module"),
-        [b"bus", name] if !name.is_empty() => Some(b"bus"),
-        [b"bus", bus, b"drivers", name] if !bus.is_empty() && !name.is_empty() => Some(b"drivers"),
-        _ => None,
+    // Asked for every device a coldplug reads: no allocation.
+    let one_name = |rest: &[u8]| !rest.is_empty() && !rest.contains(&b'/');
+    if let Some(rest) = devpath.strip_prefix(b"/module/") {
+        return one_name(rest).then_some(&b"module"[..]);
+    }
+    let rest = devpath.strip_prefix(b"/bus/")?;
+    match rest.iter().position(|&c| c == b'/') {
+        None => one_name(rest).then_some(&b"bus"[..]),
+        Some(i) => {
+            let driver = rest[i..].strip_prefix(b"/drivers/")?;
+            (i > 0 && one_name(driver)).then_some(&b"drivers"[..])
+        }
     }
 }
 

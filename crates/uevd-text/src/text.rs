@@ -59,14 +59,15 @@ fn utf8_encoded_len(ch: u32) -> usize {
     }
 }
 
-/// The length of the valid UTF-8 character starting `s` (a C string: the
-/// end of the slice counts as NUL), or None. Overlong forms, surrogates and
-/// non-characters are invalid, as in systemd's `utf8_encoded_valid_unichar`.
-pub fn utf8_char_len(s: &[u8]) -> Option<usize> {
+/// The UTF-8 sequence starting `s` (a C string: the end of the slice
+/// counts as NUL) decoded: its length and code point, or None when it is
+/// malformed or overlong. Which code points are then acceptable is the
+/// caller's rule (systemd's and libblkid's differ).
+pub fn utf8_decode(s: &[u8]) -> Option<(usize, u32)> {
     let len = utf8_expected_len(at(s, 0));
     match len {
         0 => return None,
-        1 => return Some(1),
+        1 => return Some((1, u32::from(at(s, 0)))),
         _ => {}
     }
     if (0..len).any(|i| at(s, i) & 0x80 != 0x80) {
@@ -80,7 +81,17 @@ pub fn utf8_char_len(s: &[u8]) -> Option<usize> {
         }
         ch = (ch << 6) | u32::from(c & 0x3f);
     }
-    (utf8_encoded_len(ch) == len && unichar_is_valid(ch)).then_some(len)
+    (utf8_encoded_len(ch) == len).then_some((len, ch))
+}
+
+/// The length of the valid UTF-8 character starting `s` (a C string: the
+/// end of the slice counts as NUL), or None. Overlong forms, surrogates and
+/// non-characters are invalid, as in systemd's `utf8_encoded_valid_unichar`.
+pub fn utf8_char_len(s: &[u8]) -> Option<usize> {
+    match utf8_decode(s)? {
+        (1, _) => Some(1),
+        (len, ch) => unichar_is_valid(ch).then_some(len),
+    }
 }
 
 /// systemd's `utf8_is_valid()` over a C string.

@@ -17,7 +17,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-use uevd_lab::{delete_veth_pairs, veth_pairs, wait_quiet, Lab};
+use uevd_lab::{arg, delete_veth_pairs, veth_pairs, wait_quiet, Lab};
 use uevd_report::stats::{auto_bin, quantile, summarize};
 use uevd_timeline::read::Journal;
 
@@ -32,13 +32,6 @@ fn usage() -> ExitCode {
          uevd-netlab budget [--uevd PATH] [--rules DIR] [--pairs N] [--loops N] [--runs R] [--journal FILE]"
     );
     ExitCode::from(2)
-}
-
-fn arg<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(String::as_str)
 }
 
 fn uevd_path(args: &[String]) -> PathBuf {

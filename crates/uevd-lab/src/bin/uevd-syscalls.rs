@@ -18,11 +18,10 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use uevd_lab::{delete_veth_pairs, veth_pairs, Lab};
+use uevd_lab::{arg, delete_veth_pairs, veth_pairs, Lab};
 
 const PHASES: [&str; 5] = [
     "loop add",
@@ -38,13 +37,6 @@ fn usage() -> ExitCode {
          [--runs R] [--only uevd|udevd] [--keep DIR]"
     );
     ExitCode::from(2)
-}
-
-fn arg<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(String::as_str)
 }
 
 #[derive(Clone, PartialEq)]
@@ -202,21 +194,7 @@ impl Scratch {
 
     fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> io::Result<Command> {
         let mut cmd = Command::new(program);
-        let (net, mnt) = (self.ns("net")?, self.ns("mnt")?);
-        // SAFETY: only system calls between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                rustix::thread::move_into_link_name_space(
-                    net.as_fd(),
-                    Some(rustix::thread::LinkNameSpaceType::Network),
-                )?;
-                rustix::thread::move_into_link_name_space(
-                    mnt.as_fd(),
-                    Some(rustix::thread::LinkNameSpaceType::Mount),
-                )?;
-                Ok(())
-            });
-        }
+        uevd_lab::in_namespaces(&mut cmd, self.ns("net")?, self.ns("mnt")?);
         Ok(cmd)
     }
 
