@@ -49,11 +49,10 @@ impl Daemon {
             batch.push((job.keys(), job));
             queued += 1;
             if batch.len() == CHUNK {
-                self.queue
-                    .submit(std::mem::replace(&mut batch, Vec::with_capacity(CHUNK)));
+                self.submit(std::mem::replace(&mut batch, Vec::with_capacity(CHUNK)));
             }
         });
-        self.queue.submit(batch);
+        self.submit(batch);
         queued
     }
 
@@ -145,7 +144,7 @@ impl Daemon {
         jobs.extend(arrivals.into_iter().map(|ev| Job::new(ev, Source::Rescan)));
         let mut jobs = jobs.into_iter().map(|j| (j.keys(), j)).peekable();
         while jobs.peek().is_some() {
-            self.queue.submit(jobs.by_ref().take(CHUNK).collect());
+            self.submit(jobs.by_ref().take(CHUNK).collect());
         }
         log::info!(
             "rescan queued {removed} removes, {moved} moves and {added} adds in {:?}",

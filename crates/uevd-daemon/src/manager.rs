@@ -114,7 +114,7 @@ pub fn run(config: Config) -> io::Result<()> {
         }
     };
     record_module_loads(&journal);
-    let sysfs = Sysfs::new(&config.sys);
+    let sysfs = Sysfs::new(&config.sys).with_parent_cache();
     let (records, tags) = crate::reconcile::remove_stale(&db, &sysfs);
     if records + tags > 0 {
         log::info!("removed {records} records and {tags} tag entries and link claims of devices that went while no manager ran");
@@ -359,12 +359,24 @@ impl Daemon {
         }
     }
 
+    /// Queues events. What is remembered of their devices (as parents of
+    /// others) is forgotten now: the kernel has changed them already.
+    pub(crate) fn submit(&self, batch: Vec<(EventKeys, Job)>) {
+        for (_, job) in &batch {
+            self.sysfs.forget(job.event.devpath());
+            if let Some(old) = job.event.devpath_old() {
+                self.sysfs.forget(old);
+            }
+        }
+        self.queue.submit(batch);
+    }
+
     pub(crate) fn drain_kernel(&mut self) -> io::Result<()> {
         self.reload_if_changed();
         let mut lost = false;
         loop {
             let (batch, overflowed) = self.read_batch()?;
-            self.queue.submit(batch);
+            self.submit(batch);
             if !overflowed {
                 break;
             }

@@ -226,6 +226,8 @@ impl Processor {
             Action::Remove => self.remove(&device, &mut clock),
             _ => self.update(&device, &mut clock),
         };
+        // Its rules may have written attributes that children read.
+        self.sysfs.forget(device.devpath());
         let (announce, errors) = result;
         let error = (!errors.is_empty()).then(|| errors.join("; "));
         if let Some(e) = &error {

@@ -6,7 +6,9 @@
 //! the event. The sysfs root is a parameter so that tests and scale
 //! benchmarks can point it at a tree of their own.
 
-use std::cell::RefCell;
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fs::{Mode, OFlags};
+use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -14,22 +16,35 @@ use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::{Arc, Mutex, OnceLock};
 use uevd_uevent::{Action, ParseError, Uevent};
 
 mod names;
+mod parents;
 mod trigger;
 mod walk;
 pub use names::{
     escape_name, implicit_subsystem, kernel_event_subsystem, raw_sysname, sysname, sysnum,
     unescape_name,
 };
+use parents::Known;
+pub use parents::ParentCache;
 pub use trigger::{request_all, request_uevent, uevent_request};
 pub use walk::{attribute_names, subsystem_devpaths, walk_devices, walk_subsystems, Visit};
 
 /// A sysfs mount, usually `/sys`.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Sysfs {
     root: PathBuf,
+    /// Set for a daemon, which sees every event and so knows when a parent
+    /// changes; one-shot commands read every parent afresh.
+    parents: Option<Arc<ParentCache>>,
+}
+
+impl std::fmt::Debug for Sysfs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sysfs").field("root", &self.root).finish()
+    }
 }
 
 impl Default for Sysfs {
@@ -40,7 +55,31 @@ impl Default for Sysfs {
 
 impl Sysfs {
     pub fn new(root: impl Into<PathBuf>) -> Sysfs {
-        Sysfs { root: root.into() }
+        Sysfs {
+            root: root.into(),
+            parents: None,
+        }
+    }
+
+    /// The same mount, with parent devices remembered across events (see
+    /// [`ParentCache`]). Whoever uses it must call [`Sysfs::forget`] for
+    /// every event it receives.
+    pub fn with_parent_cache(mut self) -> Sysfs {
+        self.parents = Some(Arc::default());
+        self
+    }
+
+    /// Drops what is remembered of the device at `devpath` and of every
+    /// device below it: an event for it says that it changed or went.
+    pub fn forget(&self, devpath: &[u8]) {
+        if let Some(p) = &self.parents {
+            p.forget(devpath);
+        }
+    }
+
+    /// The parent cache, if this mount has one.
+    pub fn parent_cache(&self) -> Option<&ParentCache> {
+        self.parents.as_deref()
     }
 
     pub fn root(&self) -> &Path {
@@ -70,15 +109,39 @@ impl Sysfs {
     /// The devpath of the nearest ancestor that is a device: directories
     /// between a device and its parent (`block`, `net`, ...) are not.
     pub fn parent_devpath(&self, devpath: &[u8]) -> Option<Vec<u8>> {
+        self.parent_core(devpath).map(|(dp, _)| dp)
+    }
+
+    /// The nearest ancestor of `devpath` that is a device, with what is
+    /// known of it: from the parent cache when there is one.
+    fn parent_core(&self, devpath: &[u8]) -> Option<(Vec<u8>, Arc<Core>)> {
         let mut dp = devpath;
         loop {
             match dp.iter().rposition(|&c| c == b'/') {
                 Some(0) | None => return None,
                 Some(i) => dp = &dp[..i],
             }
-            if !never_a_device(dp) && self.exists(dp) {
-                return Some(dp.to_vec());
+            if never_a_device(dp) {
+                continue;
             }
+            if let Some(cache) = &self.parents {
+                match cache.get(dp) {
+                    Some(Known::NotADevice) => continue,
+                    Some(Known::Device(core)) => return Some((dp.to_vec(), core)),
+                    None => {}
+                }
+            }
+            if !self.exists(dp) {
+                if let Some(cache) = &self.parents {
+                    cache.insert(dp, Known::NotADevice);
+                }
+                continue;
+            }
+            let core = Arc::new(Core::new(self.read_event(Action::Add, dp).ok()?));
+            if let Some(cache) = &self.parents {
+                cache.insert(dp, Known::Device(core.clone()));
+            }
+            return Some((dp.to_vec(), core));
         }
     }
 
@@ -201,8 +264,9 @@ pub fn link_basename(link: &Path) -> Option<Vec<u8>> {
     Some(target.file_name()?.as_bytes().to_vec())
 }
 
-/// Attribute values read during one event; `None` for absent attributes.
-type AttrCache = RefCell<HashMap<Box<[u8]>, Option<Rc<[u8]>>>>;
+/// Attribute values read so far; `None` for absent attributes. Shared
+/// with other events when the device is a remembered parent.
+type AttrCache = Mutex<HashMap<Box<[u8]>, Option<Arc<[u8]>>>>;
 
 /// sysfs attributes are small; anything larger is not an attribute (udev
 /// refuses files above 4 MiB the same way).
@@ -219,8 +283,19 @@ const ONE_READ: usize = 4096 + 1;
 /// a call per attribute. Only a full buffer (a binary attribute, or a
 /// larger file) is read on.
 fn read_attribute_file(path: &Path) -> io::Result<Vec<u8>> {
+    read_opened(fs::File::open(path)?.into())
+}
+
+/// `name` below `dir`, as udev joins an attribute name to a device's
+/// path: leading slashes are separators, not a root.
+fn relative(name: &[u8]) -> &OsStr {
+    let start = name.iter().position(|&c| c != b'/').unwrap_or(name.len());
+    OsStr::from_bytes(&name[start..])
+}
+
+fn read_opened(fd: OwnedFd) -> io::Result<Vec<u8>> {
     use std::io::Read;
-    let mut file = fs::File::open(path)?;
+    let mut file = fs::File::from(fd);
     let mut value = vec![0; ONE_READ];
     let n = loop {
         match file.read(&mut value) {
@@ -234,6 +309,53 @@ fn read_attribute_file(path: &Path) -> io::Result<Vec<u8>> {
             .read_to_end(&mut value)?;
     }
     Ok(value)
+}
+
+/// The last component of the target of the link `name` below `dir`.
+fn link_basename_at(dir: BorrowedFd<'_>, name: &OsStr) -> Option<Vec<u8>> {
+    let target = rustix::fs::readlinkat(dir, name, Vec::new()).ok()?;
+    let target = target.as_bytes();
+    let end = target.iter().rposition(|&c| c != b'/')? + 1;
+    let start = target[..end]
+        .iter()
+        .rposition(|&c| c == b'/')
+        .map_or(0, |i| i + 1);
+    match &target[start..end] {
+        b"." | b".." => None,
+        base => Some(base.to_vec()),
+    }
+}
+
+/// [`read_sysattr`] for the attribute `name` of the device directory
+/// `dir`: one lookup of one component instead of a walk of the whole path,
+/// and the file's type and mode from the open descriptor.
+fn read_sysattr_at(dir: BorrowedFd<'_>, name: &[u8]) -> Option<Vec<u8>> {
+    let rel = relative(name);
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK;
+    let fd = match rustix::fs::openat(dir, rel, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        // O_NOFOLLOW refuses a symlink with ELOOP.
+        Err(rustix::io::Errno::LOOP) => {
+            return match name {
+                b"driver" | b"subsystem" | b"module" => link_basename_at(dir, rel),
+                _ => None,
+            }
+        }
+        Err(_) => return None,
+    };
+    let st = rustix::fs::fstat(&fd).ok()?;
+    let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
+    if kind == rustix::fs::FileType::Directory || st.st_mode & 0o400 == 0 {
+        return None;
+    }
+    let mut value = read_opened(fd).ok()?;
+    if value.len() as u64 > SYSATTR_MAX {
+        return None;
+    }
+    while matches!(value.last(), Some(b'\n' | b'\r')) {
+        value.pop();
+    }
+    Some(value)
 }
 
 /// Reads one attribute file with udev's rules (`sd_device_get_sysattr_value`):
@@ -279,20 +401,57 @@ fn never_a_device(devpath: &[u8]) -> bool {
     }
 }
 
-/// A device as one event sees it.
-pub struct Device {
-    sysfs: Sysfs,
+/// What is known of a device: its identity and the attributes read so
+/// far. One per event for the event's own device; for a parent, possibly
+/// shared by every event below it (see [`ParentCache`]).
+pub(crate) struct Core {
     event: Uevent,
-    /// Built on first use: most events never look at sysfs.
-    syspath: std::cell::OnceCell<PathBuf>,
     attrs: AttrCache,
     /// Kept apart from `attrs`: the two read symlinks differently.
     sysattrs: AttrCache,
+    /// Read once: rules ask for a parent's driver and subsystem again on
+    /// every line with DRIVERS== or SUBSYSTEMS==.
+    subsystem: OnceLock<Option<Vec<u8>>>,
+    driver: OnceLock<Option<Vec<u8>>>,
+}
+
+impl Core {
+    fn new(event: Uevent) -> Core {
+        Core {
+            event,
+            attrs: AttrCache::default(),
+            sysattrs: AttrCache::default(),
+            subsystem: OnceLock::new(),
+            driver: OnceLock::new(),
+        }
+    }
+}
+
+fn cached(cache: &AttrCache, name: &[u8]) -> Option<Option<Arc<[u8]>>> {
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(name)
+        .cloned()
+}
+
+fn remember(cache: &AttrCache, name: &[u8], value: Option<Arc<[u8]>>) {
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(name.into(), value);
+}
+
+/// A device as one event sees it.
+pub struct Device {
+    sysfs: Sysfs,
+    core: Arc<Core>,
+    /// Built on first use: most events never look at sysfs.
+    syspath: OnceCell<PathBuf>,
+    /// The device's directory, opened on first use: attributes, links and
+    /// the driver are then looked up from it, one path component each.
+    dir: OnceCell<Option<OwnedFd>>,
     parent: RefCell<Option<Option<Rc<Device>>>>,
-    /// Read once per event: rules ask for a parent's driver and subsystem
-    /// again on every line with DRIVERS== or SUBSYSTEMS==.
-    subsystem: std::cell::OnceCell<Option<Vec<u8>>>,
-    driver: std::cell::OnceCell<Option<Vec<u8>>>,
 }
 
 impl std::fmt::Debug for Device {
@@ -305,15 +464,16 @@ impl std::fmt::Debug for Device {
 
 impl Device {
     pub fn from_event(sysfs: &Sysfs, event: Uevent) -> Device {
+        Device::with_core(sysfs, Arc::new(Core::new(event)))
+    }
+
+    fn with_core(sysfs: &Sysfs, core: Arc<Core>) -> Device {
         Device {
-            syspath: std::cell::OnceCell::new(),
             sysfs: sysfs.clone(),
-            event,
-            attrs: RefCell::default(),
-            sysattrs: RefCell::default(),
+            core,
+            syspath: OnceCell::new(),
+            dir: OnceCell::new(),
             parent: RefCell::default(),
-            subsystem: std::cell::OnceCell::new(),
-            driver: std::cell::OnceCell::new(),
         }
     }
 
@@ -326,24 +486,35 @@ impl Device {
     }
 
     pub fn event(&self) -> &Uevent {
-        &self.event
+        &self.core.event
     }
 
     pub fn devpath(&self) -> &[u8] {
-        self.event.devpath()
+        self.core.event.devpath()
     }
 
     pub fn devpath_os(&self) -> &OsStr {
-        self.event.devpath_os()
+        self.core.event.devpath_os()
     }
 
     pub fn syspath(&self) -> &Path {
         self.syspath
-            .get_or_init(|| self.sysfs.syspath(self.event.devpath()))
+            .get_or_init(|| self.sysfs.syspath(self.core.event.devpath()))
+    }
+
+    /// The device's directory; `None` once the device is gone.
+    fn dir(&self) -> Option<BorrowedFd<'_>> {
+        self.dir
+            .get_or_init(|| {
+                let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+                rustix::fs::open(self.syspath(), flags, Mode::empty()).ok()
+            })
+            .as_ref()
+            .map(|fd| fd.as_fd())
     }
 
     pub fn sysname(&self) -> &[u8] {
-        self.event.sysname()
+        self.core.event.sysname()
     }
 
     /// The trailing number of the name (`sda1` → `1`), as udev's `%n`.
@@ -352,10 +523,11 @@ impl Device {
     }
 
     pub fn subsystem(&self) -> Option<Vec<u8>> {
-        self.subsystem
-            .get_or_init(|| match self.event.subsystem() {
+        self.core
+            .subsystem
+            .get_or_init(|| match self.core.event.subsystem() {
                 Some(s) => Some(s.to_vec()),
-                None => link_basename(&self.syspath().join("subsystem")),
+                None => link_basename_at(self.dir()?, OsStr::new("subsystem")),
             })
             .clone()
     }
@@ -363,52 +535,56 @@ impl Device {
     /// The driver bound, read from the event or the `driver` link, once
     /// per event.
     pub fn driver(&self) -> Option<Vec<u8>> {
-        self.driver
-            .get_or_init(|| match self.event.driver() {
+        self.core
+            .driver
+            .get_or_init(|| match self.core.event.driver() {
                 Some(d) => Some(d.to_vec()),
-                None => link_basename(&self.syspath().join("driver")),
+                None => link_basename_at(self.dir()?, OsStr::new("driver")),
             })
             .clone()
     }
 
     pub fn devtype(&self) -> Option<&[u8]> {
-        self.event.devtype()
+        self.core.event.devtype()
     }
 
     pub fn devnum(&self) -> Option<(u32, u32)> {
-        self.event.devnum()
+        self.core.event.devnum()
     }
 
     pub fn is_block(&self) -> bool {
-        self.event.is_block()
+        self.core.event.is_block()
     }
 
     pub fn ifindex(&self) -> Option<u32> {
-        self.event.ifindex()
+        self.core.event.ifindex()
     }
 
     /// The node name below /dev, as the kernel named it.
     pub fn devname(&self) -> Option<&[u8]> {
-        self.event.devname()
+        self.core.event.devname()
     }
 
-    /// A sysfs attribute, read once per event. Trailing newlines are
+    /// A sysfs attribute, read once per event (once per parent between
+    /// its events, for a remembered parent). Trailing newlines are
     /// dropped, as udev does.
-    pub fn attr(&self, name: &[u8]) -> Option<Rc<[u8]>> {
-        if name.is_empty() || name.split(|&c| c == b'/').any(|c| c == b"..") {
+    pub fn attr(&self, name: &[u8]) -> Option<Arc<[u8]>> {
+        if name.is_empty() || name.contains(&0) || name.split(|&c| c == b'/').any(|c| c == b"..") {
             return None;
         }
-        if let Some(v) = self.attrs.borrow().get(name) {
-            return v.clone();
+        if let Some(v) = cached(&self.core.attrs, name) {
+            return v;
         }
-        let path = self.syspath().join(OsStr::from_bytes(name));
-        let value = read_attribute_file(&path).ok().map(|mut v| {
+        let value = self.dir().and_then(|dir| {
+            let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK;
+            let fd = rustix::fs::openat(dir, relative(name), flags, Mode::empty()).ok()?;
+            let mut v = read_opened(fd).ok()?;
             while v.last() == Some(&b'\n') {
                 v.pop();
             }
-            Rc::<[u8]>::from(v)
+            Some(Arc::<[u8]>::from(v))
         });
-        self.attrs.borrow_mut().insert(name.into(), value.clone());
+        remember(&self.core.attrs, name, value.clone());
         value
     }
 
@@ -421,18 +597,18 @@ impl Device {
     /// [`read_sysattr`]), read once per event. Unlike [`Device::attr`],
     /// `driver`, `subsystem` and `module` give the name their link points
     /// to, and other symlinks are not attributes.
-    pub fn sysattr(&self, name: &[u8]) -> Option<Rc<[u8]>> {
+    pub fn sysattr(&self, name: &[u8]) -> Option<Arc<[u8]>> {
         if name.is_empty() || name.contains(&0) || name.split(|&c| c == b'/').any(|c| c == b"..") {
             return None;
         }
-        if let Some(v) = self.sysattrs.borrow().get(name) {
-            return v.clone();
+        if let Some(v) = cached(&self.core.sysattrs, name) {
+            return v;
         }
-        let path = self.syspath().join(OsStr::from_bytes(name));
-        let value = read_sysattr(&path, name).map(Rc::<[u8]>::from);
-        self.sysattrs
-            .borrow_mut()
-            .insert(name.into(), value.clone());
+        let value = self
+            .dir()
+            .and_then(|dir| read_sysattr_at(dir, name))
+            .map(Arc::<[u8]>::from);
+        remember(&self.core.sysattrs, name, value.clone());
         value
     }
 
@@ -474,8 +650,8 @@ impl Device {
         }
         let found = self
             .sysfs
-            .parent_devpath(self.devpath())
-            .and_then(|dp| Device::from_devpath(&self.sysfs, &dp).ok().map(Rc::new));
+            .parent_core(self.devpath())
+            .map(|(_, core)| Rc::new(Device::with_core(&self.sysfs, core)));
         *self.parent.borrow_mut() = Some(found.clone());
         found
     }
@@ -540,6 +716,88 @@ mod tests {
         assert_eq!(pci.attr(b"vendor").as_deref(), Some(&b"0x1af4"[..]));
         assert_eq!(pci.attr(b"../../etc/passwd"), None);
         assert_eq!(pci.attr(b"missing"), None);
+    }
+
+    #[test]
+    fn parents_are_remembered_across_events_until_forgotten() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let host = "/devices/pci0/0000:00:01.0/host0";
+        fake_device(root, "/devices/pci0/0000:00:01.0", "pci", "");
+        fake_device(root, host, "scsi", "DEVTYPE=scsi_host\n");
+        let disk = format!("{host}/target0/0:0:0:0/block/sda");
+        fake_device(root, &format!("{host}/target0/0:0:0:0"), "scsi", "");
+        fake_device(root, &disk, "block", "DEVNAME=sda\n");
+        let vendor = root.join(&host[1..]).join("vendor");
+        fs::write(&vendor, "ATA\n").unwrap();
+        let event = |sysfs: &Sysfs| {
+            let ev = sysfs.read_event(Action::Add, disk.as_bytes()).unwrap();
+            Rc::new(Device::from_event(sysfs, ev))
+        };
+        let host_of = |dev: &Rc<Device>| {
+            dev.ancestors()
+                .find(|d| d.devpath() == host.as_bytes())
+                .unwrap()
+        };
+        let cached = Sysfs::new(root).with_parent_cache();
+        let plain = Sysfs::new(root);
+        assert_eq!(
+            host_of(&event(&cached)).sysattr(b"vendor").as_deref(),
+            Some(&b"ATA"[..])
+        );
+        assert_eq!(
+            host_of(&event(&plain)).sysattr(b"vendor").as_deref(),
+            Some(&b"ATA"[..])
+        );
+        // "block" below the SCSI device is looked for once, and remembered
+        // as no device.
+        let known = cached.parent_cache().unwrap().len();
+        assert_eq!(known, 5, "0:0:0:0, block, target0, host0, 0000:00:01.0");
+
+        fs::write(&vendor, "QEMU\n").unwrap();
+        // A later event sees the parent as it was read...
+        assert_eq!(
+            host_of(&event(&cached)).sysattr(b"vendor").as_deref(),
+            Some(&b"ATA"[..])
+        );
+        // ...which a one-shot reader never does...
+        assert_eq!(
+            host_of(&event(&plain)).sysattr(b"vendor").as_deref(),
+            Some(&b"QEMU"[..])
+        );
+        // ...until an event for the parent, or one of its ancestors, says
+        // that it changed.
+        cached.forget(b"/devices/pci0/0000:00:01.0");
+        assert_eq!(cached.parent_cache().unwrap().len(), 0);
+        assert_eq!(
+            host_of(&event(&cached)).sysattr(b"vendor").as_deref(),
+            Some(&b"QEMU"[..])
+        );
+        // Forgetting the disk itself leaves its parents.
+        cached.forget(disk.as_bytes());
+        assert_eq!(cached.parent_cache().unwrap().len(), 5);
+        plain.forget(disk.as_bytes());
+    }
+
+    #[test]
+    fn attribute_names_are_relative_to_the_device() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        fake_device(root, "/devices/pci0/0000:00:04.0", "pci", "");
+        let dir = root.join("devices/pci0/0000:00:04.0");
+        fs::create_dir(dir.join("queue")).unwrap();
+        fs::write(dir.join("queue/rotational"), "1\n").unwrap();
+        let dev = Device::from_devpath(&Sysfs::new(root), b"/devices/pci0/0000:00:04.0").unwrap();
+        assert_eq!(dev.sysattr(b"queue/rotational").as_deref(), Some(&b"1"[..]));
+        // udev joins the name to the device's path: a leading slash is a
+        // separator, never the root of the file system.
+        assert_eq!(
+            dev.sysattr(b"/queue/rotational").as_deref(),
+            Some(&b"1"[..])
+        );
+        assert_eq!(dev.attr(b"//queue/rotational").as_deref(), Some(&b"1"[..]));
+        assert_eq!(dev.attr(b"/etc/hostname"), None);
+        assert_eq!(dev.sysattr(b"a\0b"), None);
     }
 
     #[test]

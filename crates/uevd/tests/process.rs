@@ -95,3 +95,37 @@ fn a_device_that_does_not_exist_is_an_error() {
     let out = s.process("add", &["/devices/virtual/block/nothing"]);
     assert!(!out.status.success());
 }
+
+#[test]
+fn builtin_runs_on_several_devices_in_one_process() {
+    let s = Scratch::new("");
+    let r = |d: &str| s.root.join(d).display().to_string();
+    let out = Command::new(uevd())
+        .args(["--sys", &r("sys"), "--dev", &r("dev"), "--run", &r("run")])
+        .args(["builtin", "path_id"])
+        .args([
+            "/devices/virtual/block/loop7",
+            "/devices/virtual/block/loop8",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    // path_id finds no path for a virtual device: it fails on each, and
+    // says so once per device, each under its own header.
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        [
+            "# /devices/virtual/block/loop7",
+            "# /devices/virtual/block/loop8"
+        ],
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let one = Command::new(uevd())
+        .args(["--sys", &r("sys"), "--dev", &r("dev"), "--run", &r("run")])
+        .args(["builtin", "path_id", "/devices/virtual/block/loop7"])
+        .output()
+        .unwrap();
+    assert!(one.stdout.is_empty(), "no header for a single device");
+}

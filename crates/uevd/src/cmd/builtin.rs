@@ -1,6 +1,7 @@
 //! `uevd builtin`: one builtin on one device, as `udevadm test-builtin`
 //! runs it: in test mode, changing nothing, printing the properties it
-//! would set.
+//! would set. Given several devices, it runs on each in turn in one
+//! process (what a probe of every disk costs without a process per disk).
 
 use crate::Roots;
 use std::io::{self, Write};
@@ -16,8 +17,11 @@ pub struct Options {
     /// The builtin's whole command line, its name first ("net_id",
     /// "hwdb --subsystem=pci", "btrfs ready /dev/sda").
     name: String,
-    /// The device: its /sys path (/sys/class/net/eth0 works) or devpath.
-    devpath: PathBuf,
+    /// The device: its /sys path (/sys/class/net/eth0 works), devpath or
+    /// /dev node; several are run one after another, each under a
+    /// "# DEVPATH" line.
+    #[arg(required = true, value_name = "DEVICE")]
+    devices: Vec<PathBuf>,
     /// The action of the simulated event.
     #[arg(long, short = 'a', default_value = "add")]
     action: String,
@@ -81,12 +85,35 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
     };
     let action = Action::from_bytes(opts.action.as_bytes())
         .ok_or_else(|| invalid(format!("unknown action '{}'", opts.action)))?;
+    let mut failed = false;
+    for path in &opts.devices {
+        if opts.devices.len() > 1 {
+            println!("# {}", path.display());
+        }
+        failed |= !run_one(roots, &opts, builtin, &args, action, path)?;
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Runs the builtin on one device; false if it failed.
+fn run_one(
+    roots: &Roots,
+    opts: &Options,
+    builtin: &dyn uevd_builtins::Builtin,
+    args: &[Vec<u8>],
+    action: Action,
+    path: &std::path::Path,
+) -> io::Result<bool> {
     let sysfs = Sysfs::new(&roots.sys);
-    let devpath = super::info::locate(roots, &opts.devpath)?;
+    let devpath = super::info::locate(roots, path)?;
     let found = sysfs.device_at(&sysfs.syspath(&devpath)).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::NotFound,
-            format!("no device at {}", opts.devpath.display()),
+            format!("no device at {}", path.display()),
         )
     })?;
     let event = sysfs
@@ -126,7 +153,7 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
     let result = builtin.run(
         &uevd_builtins::Call {
             device: &device,
-            args: &args,
+            args,
             env: &env,
             test: true,
         },
@@ -137,10 +164,10 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
         writeln!(stdout, "{}={}", show(k), show(v))?;
     }
     match result {
-        Ok(()) => Ok(ExitCode::SUCCESS),
+        Ok(()) => Ok(true),
         Err(e) => {
             ::log::error!("{}: {e}", opts.name);
-            Ok(ExitCode::from(1))
+            Ok(false)
         }
     }
 }
