@@ -232,7 +232,8 @@ pub fn translate(argv: &[OsString]) -> Result<Vec<OsString>, String> {
         Some(vec!["uevd".into(), flag.into()])
     };
     match command.as_str() {
-        "info" | "trigger" | "settle" | "control" | "monitor" | "test" | "test-builtin" => {
+        "info" | "trigger" | "settle" | "control" | "monitor" | "test" | "test-builtin"
+        | "verify" | "cat" | "wait" | "lock" => {
             if let Some(out) = common(rest) {
                 if out[1] == "--help" {
                     let sub = if command == "test-builtin" {
@@ -255,9 +256,10 @@ pub fn translate(argv: &[OsString]) -> Result<Vec<OsString>, String> {
         "monitor" => monitor(rest),
         "test" => test(rest),
         "test-builtin" => test_builtin(rest),
+        "verify" => verify(rest),
         "version" => Ok(vec!["uevd".into(), COMPAT_VERSION.into()]),
         "help" => Ok(vec!["uevd".into(), "--help".into()]),
-        "hwdb" | "wait" | "lock" | "verify" | "cat" => Err(format!(
+        "hwdb" | "wait" | "lock" | "cat" => Err(format!(
             "udevadm {command}: uevd has no equivalent of this command"
         )),
         _ => Err(format!("udevadm: unknown command '{command}'")),
@@ -563,6 +565,34 @@ fn test_builtin(args: &[OsString]) -> Result<Vec<OsString>, String> {
     Ok(out.0)
 }
 
+const VERIFY: &[Spec] = &[
+    opt(Some(b'N'), &["resolve-names"], V, "resolve-names"),
+    opt(None, &["root"], V, "root"),
+    opt(None, &["no-summary"], N, "no-summary"),
+    opt(None, &["no-style"], N, "no-style"),
+];
+
+/// `udevadm verify [-N WHEN] [--root=DIR] [--no-summary] [--no-style]
+/// [FILE...]`: the same options on `uevd verify`, `-N` as uevd's global
+/// `--resolve-names`.
+fn verify(args: &[OsString]) -> Result<Vec<OsString>, String> {
+    let mut global = Out::new();
+    let mut sub = Vec::new();
+    let mut operands = Vec::new();
+    for item in getopt("udevadm verify", VERIFY, args)? {
+        match item {
+            Item::Opt("resolve-names", Some(v)) => global.with("resolve-names", &v),
+            Item::Opt(id, Some(v)) => sub.push(long_with(id, &v)),
+            Item::Opt(id, None) => sub.push(format!("--{id}").into()),
+            Item::Operand(o) => operands.push(o),
+        }
+    }
+    global.arg("verify");
+    global.0.extend(sub);
+    global.operands(operands);
+    Ok(global.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -742,6 +772,21 @@ mod tests {
     }
 
     #[test]
+    fn verify_options() {
+        assert_eq!(ok("udevadm verify"), "uevd verify");
+        assert_eq!(
+            ok("udevadm verify -N never --root=/img --no-summary --no-style a.rules b.rules"),
+            "uevd --resolve-names=never verify --root=/img --no-summary --no-style -- a.rules b.rules"
+        );
+        assert_eq!(
+            ok("udevadm verify --resolve-names early --root /img"),
+            "uevd --resolve-names=early verify --root=/img"
+        );
+        assert_eq!(ok("udevadm verify -h"), "uevd verify --help");
+        assert!(err("udevadm verify --bogus").contains("unrecognized"));
+    }
+
+    #[test]
     fn monitor_options() {
         assert_eq!(
             ok("udevadm monitor -k -u -p -s net/wlan -t seat"),
@@ -875,6 +920,7 @@ mod tests {
             "udevadm info --cleanup-db",
             "udevadm info --export-db --no-pager",
             "udevadm test -a remove -N never /sys/class/net/lo",
+            "udevadm verify -N never --root=/img --no-summary --no-style a.rules",
         ] {
             let args = tr(line).unwrap();
             if let Err(e) = crate::Cli::try_parse_from(&args) {
