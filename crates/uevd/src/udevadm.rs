@@ -337,35 +337,26 @@ const TRIGGER: &[Spec] = &[
     opt(None, &["wait-daemon"], O, "wait-daemon"),
     opt(None, &["uuid"], N, "uuid"),
     opt(None, &["prioritized-subsystem"], V, "prioritized-subsystem"),
+    opt(None, &["include-parents"], N, "include-parents"),
 ];
 
 fn trigger(args: &[OsString]) -> Result<Vec<OsString>, String> {
     let mut out = Out::command("trigger");
+    let mut operands = Vec::new();
     for item in getopt("udevadm trigger", TRIGGER, args)? {
         match item {
-            Item::Opt(
-                id @ ("type" | "action" | "subsystem-match" | "subsystem-nomatch" | "attr-match"
-                | "attr-nomatch" | "tag-match" | "sysname-match"),
-                Some(v),
-            ) => out.with(id, &v),
-            Item::Opt(id @ ("verbose" | "dry-run" | "settle" | "uuid"), None) => {
-                out.arg(&format!("--{id}"))
+            Item::Opt("wait-daemon", Some(v)) => {
+                let secs = parse_seconds(&text(&v)).ok_or_else(|| {
+                    format!("udevadm trigger: bad --wait-daemon timeout '{}'", text(&v))
+                })?;
+                out.with("wait-daemon", secs.to_string().as_bytes());
             }
-            // Failures are logged as warnings and change nothing else.
-            Item::Opt("quiet", _) => {}
-            // Only the order events are asked for in; all are asked for.
-            Item::Opt("prioritized-subsystem", _) => {}
-            Item::Opt(id, _) => {
-                return Err(format!("udevadm trigger: uevd trigger has no --{id} yet"))
-            }
-            Item::Operand(o) => {
-                return Err(format!(
-                    "udevadm trigger: uevd trigger takes no devices ('{}'); use its match options",
-                    text(&o)
-                ))
-            }
+            Item::Opt(id, Some(v)) => out.with(id, &v),
+            Item::Opt(id, None) => out.arg(&format!("--{id}")),
+            Item::Operand(o) => operands.push(o),
         }
     }
+    out.operands(operands);
     Ok(out.0)
 }
 
@@ -656,7 +647,7 @@ mod tests {
         // systemd-udev-trigger.service.
         assert_eq!(
             ok("udevadm trigger --type=all --action=add --prioritized-subsystem=module,block,tpmrm,net,tty,input"),
-            "uevd trigger --type=all --action=add"
+            "uevd trigger --type=all --action=add --prioritized-subsystem=module,block,tpmrm,net,tty,input"
         );
         // systemd-udevd.service ExecReload.
         assert_eq!(
@@ -681,7 +672,7 @@ mod tests {
             ok("udevadm trigger -c add -t devices -s net -S block -a address=00* -A flags -g seat -y eth0 -n -v -w -q --uuid"),
             "uevd trigger --action=add --type=devices --subsystem-match=net --subsystem-nomatch=block \
              --attr-match=address=00* --attr-nomatch=flags --tag-match=seat --sysname-match=eth0 \
-             --dry-run --verbose --settle --uuid"
+             --dry-run --verbose --settle --quiet --uuid"
         );
         // Bundled short options and attached values.
         assert_eq!(
@@ -694,16 +685,19 @@ mod tests {
             "uevd trigger --action=add --subsystem-match=net"
         );
         assert!(err("udevadm trigger --s net").contains("ambiguous"));
-        for missing in [
-            "udevadm trigger -p ID_BTRFS_READY=0",
-            "udevadm trigger --parent-match=/sys/devices/x",
-            "udevadm trigger --name-match=/dev/sda",
-            "udevadm trigger --initialized-match",
-            "udevadm trigger --wait-daemon=5",
-        ] {
-            assert!(err(missing).contains("has no --"), "{missing}");
-        }
-        assert!(err("udevadm trigger /dev/input/event3").contains("takes no devices"));
+        assert_eq!(
+            ok("udevadm trigger -p ID_BTRFS_READY=0 -b /sys/devices/x --name-match=/dev/sda \
+                --initialized-match --initialized-nomatch --include-parents --wait-daemon=1min \
+                --prioritized-subsystem=block,net -q /dev/sdb /sys/class/net/lo"),
+            "uevd trigger --property-match=ID_BTRFS_READY=0 --parent-match=/sys/devices/x \
+             --name-match=/dev/sda --initialized-match --initialized-nomatch --include-parents \
+             --wait-daemon=60 --prioritized-subsystem=block,net --quiet -- /dev/sdb /sys/class/net/lo"
+        );
+        assert_eq!(
+            ok("udevadm trigger --wait-daemon"),
+            "uevd trigger --wait-daemon"
+        );
+        assert!(err("udevadm trigger --wait-daemon=soon").contains("bad --wait-daemon"));
         assert!(err("udevadm trigger --action").contains("requires an argument"));
         assert!(err("udevadm trigger --verbose=1").contains("doesn't allow"));
     }
@@ -902,6 +896,8 @@ mod tests {
             "udevadm trigger --type=subsystems --action=add",
             "udevadm trigger --type=all --action=add --prioritized-subsystem=module,block",
             "udevadm trigger -c add -t devices -s net -S block -a address -A flags=0x1* -g seat -y e* -n -v -w --uuid",
+            "udevadm trigger -p A=1 -b /sys/x --name-match=sda --initialized-nomatch --include-parents --wait-daemon -q /dev/sda",
+            "udevadm trigger --wait-daemon=3 --initialized-match",
             "udevadm settle --timeout=1min -E /run/x",
             "udevadm settle -t 0",
             "udevadm control --reload --timeout 0",

@@ -95,8 +95,8 @@ pub struct Options {
 
 /// What one device looks like to a libudev client.
 #[derive(Debug, Default)]
-struct Dev {
-    devpath: Vec<u8>,
+pub(crate) struct Dev {
+    pub(crate) devpath: Vec<u8>,
     subsystem: Option<Vec<u8>>,
     devtype: Option<Vec<u8>>,
     driver: Option<Vec<u8>>,
@@ -105,10 +105,10 @@ struct Dev {
     /// Relative to /dev.
     devname: Option<Vec<u8>>,
     diskseq: Option<Vec<u8>>,
-    properties: Vec<(Vec<u8>, Vec<u8>)>,
-    record: Option<Record>,
+    pub(crate) properties: Vec<(Vec<u8>, Vec<u8>)>,
+    pub(crate) record: Option<Record>,
     /// Whether the database has a file for it (libudev: "initialised").
-    initialized: bool,
+    pub(crate) initialized: bool,
 }
 
 fn set(props: &mut Vec<(Vec<u8>, Vec<u8>)>, key: &[u8], value: Vec<u8>) {
@@ -122,14 +122,14 @@ fn parse_u32(v: &[u8]) -> Option<u32> {
     std::str::from_utf8(v).ok()?.trim().parse().ok()
 }
 
-struct Ctx {
+pub(crate) struct Ctx {
     sysfs: Sysfs,
     db: Database,
     dev_root: PathBuf,
 }
 
 impl Ctx {
-    fn new(roots: &Roots) -> Ctx {
+    pub(crate) fn new(roots: &Roots) -> Ctx {
         Ctx {
             sysfs: Sysfs::new(&roots.sys),
             db: Database::open_read_only(roots.udev_dir()),
@@ -139,7 +139,7 @@ impl Ctx {
 
     /// Reads a device (or a module, bus or driver) from sysfs and the
     /// database.
-    fn read(&self, devpath: &[u8]) -> io::Result<Dev> {
+    pub(crate) fn read(&self, devpath: &[u8]) -> io::Result<Dev> {
         let dir = self.sysfs.syspath(devpath);
         let is_device = devpath.starts_with(b"/devices/");
         let uevent = match fs::read(dir.join("uevent")) {
@@ -269,26 +269,45 @@ impl Ctx {
 
     /// Finds a device the ways udevadm does, and by devpath and bare node
     /// name too. `hint` says what a relative name is relative to.
-    fn find(&self, arg: &Path, hint: Hint) -> io::Result<Vec<u8>> {
+    pub(crate) fn find(&self, arg: &Path, hint: Hint) -> io::Result<Vec<u8>> {
         let sys = self.sysfs.root();
-        let found = if let Some(p) = rebase(arg, sys, "/sys") {
-            self.devpath_of_syspath(&p)
+        // Where the device was looked for, named in the error.
+        let (looked, found) = if let Some(p) = rebase(arg, sys, "/sys") {
+            let found = self.devpath_of_syspath(&p);
+            (p, found)
         } else if let Some(p) = rebase(arg, &self.dev_root, "/dev") {
-            self.devpath_of_node(&p)
-        } else if arg.is_absolute() {
-            // A devpath: /devices/..., /bus/..., /module/...
-            let rel = arg.strip_prefix("/").unwrap_or(arg);
-            self.devpath_of_syspath(&sys.join(rel))
+            let found = self.devpath_of_node(&p);
+            (p, found)
         } else {
-            match hint {
-                Hint::Sys => self.devpath_of_syspath(&sys.join(arg)),
-                Hint::Dev | Hint::Any => self.devpath_of_node(&self.dev_root.join(arg)),
-            }
+            let p = if arg.is_absolute() {
+                // A devpath: /devices/..., /bus/..., /module/...
+                sys.join(arg.strip_prefix("/").unwrap_or(arg))
+            } else {
+                match hint {
+                    Hint::Sys => sys.join(arg),
+                    Hint::Dev | Hint::Any => self.dev_root.join(arg),
+                }
+            };
+            let found = if p.starts_with(sys) {
+                self.devpath_of_syspath(&p)
+            } else {
+                self.devpath_of_node(&p)
+            };
+            (p, found)
         };
         found.ok_or_else(|| {
+            let why = if looked.exists() {
+                "not a device"
+            } else {
+                "No such device"
+            };
             io::Error::new(
                 io::ErrorKind::NotFound,
-                format!("Unknown device \"{}\": No such device", arg.display()),
+                format!(
+                    "Unknown device \"{}\": {why} (looked at {})",
+                    arg.display(),
+                    looked.display()
+                ),
             )
         })
     }
@@ -303,7 +322,7 @@ pub fn locate(roots: &Roots, arg: &Path) -> io::Result<Vec<u8>> {
 }
 
 #[derive(Clone, Copy)]
-enum Hint {
+pub(crate) enum Hint {
     Sys,
     Dev,
     Any,
@@ -493,10 +512,7 @@ impl Ctx {
     }
 }
 
-/// Whether `path` is `base` or below it, component-wise.
-fn under_path(path: &[u8], base: &[u8]) -> bool {
-    path.starts_with(base) && (path.len() == base.len() || path[base.len()] == b'/')
-}
+use super::select::under_path;
 
 fn export_db(ctx: &Ctx, out: &mut impl Write) -> io::Result<()> {
     let mut devpaths = ctx.devices(None)?;
@@ -924,7 +940,10 @@ mod tests {
         let err = run_to(&f.ctx, &mut Vec::new(), &opts(&["/devices/nothing"])).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "Unknown device \"/devices/nothing\": No such device"
+            format!(
+                "Unknown device \"/devices/nothing\": No such device (looked at {}/devices/nothing)",
+                f.ctx.sysfs.root().display()
+            )
         );
         // Not a device: no uevent file.
         assert!(run_to(&f.ctx, &mut Vec::new(), &opts(&["/devices/virtual/net"])).is_err());

@@ -10,6 +10,7 @@ pub mod info;
 pub mod modprobe;
 pub mod monitor;
 pub mod process;
+pub mod select;
 pub mod settle;
 pub mod stats;
 pub mod test;

@@ -1,0 +1,221 @@
+//! The udevadm commands of systemd 252–260 as uevd runs them, on scratch
+//! trees: a sysfs made of plain files and directories, a /dev and a /run
+//! of their own. Commands that write (trigger) write into the scratch
+//! `uevent` files, where the test reads what was asked for.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn uevd() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_uevd"))
+}
+
+const PCI: &str = "/devices/pci0000:00/0000:00:02.0";
+const VDA: &str = "/devices/pci0000:00/0000:00:02.0/block/vda";
+const VDA1: &str = "/devices/pci0000:00/0000:00:02.0/block/vda/vda1";
+const LO: &str = "/devices/virtual/net/lo";
+
+/// A PCI device with a disk and its partition below it, a network
+/// interface; the disk and the interface in the database, the disk
+/// tagged; nodes for the disk and the partition.
+struct Scratch {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
+        let s = Scratch { _tmp: tmp, root };
+        s.device("/devices/pci0000:00", None, "");
+        s.device(PCI, Some(("bus", "pci")), "PCI_ID=1AF4:1042\n");
+        s.device(
+            VDA,
+            Some(("class", "block")),
+            "MAJOR=254\nMINOR=0\nDEVNAME=vda\nDEVTYPE=disk\n",
+        );
+        s.device(
+            VDA1,
+            Some(("class", "block")),
+            "MAJOR=254\nMINOR=1\nDEVNAME=vda1\nDEVTYPE=partition\n",
+        );
+        s.device(LO, Some(("class", "net")), "INTERFACE=lo\nIFINDEX=1\n");
+        std::fs::write(s.sys(LO).join("address"), "00:00:00:00:00:00\n").unwrap();
+        std::fs::write(s.sys(VDA).join("size"), "2048\n").unwrap();
+        let link = |target: &str, at: &str| {
+            let at = s.root.join("sys").join(at);
+            std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+            std::os::unix::fs::symlink(s.sys(target), at).unwrap();
+        };
+        link(VDA, "class/block/vda");
+        link(VDA1, "class/block/vda1");
+        link(LO, "class/net/lo");
+        link(VDA, "dev/block/254:0");
+        link(VDA1, "dev/block/254:1");
+        let data = s.root.join("run/udev/data");
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::write(
+            data.join("b254:0"),
+            "S:disk/by-id/virtio-a\nI:99\nE:ID_FS_TYPE=ext4\nG:systemd\nQ:systemd\nV:1\n",
+        )
+        .unwrap();
+        std::fs::write(data.join("n1"), "I:5\nE:ID_NET_NAME=lo\nV:1\n").unwrap();
+        let dev = s.root.join("dev");
+        std::fs::create_dir_all(dev.join("disk/by-id")).unwrap();
+        for (name, minor) in [("vda", 0), ("vda1", 1)] {
+            let st = Command::new("mknod")
+                .arg(dev.join(name))
+                .args(["b", "254", &minor.to_string()])
+                .status()
+                .unwrap();
+            assert!(st.success(), "making nodes needs root");
+        }
+        std::os::unix::fs::symlink("../../vda", dev.join("disk/by-id/virtio-a")).unwrap();
+        std::fs::create_dir_all(s.root.join("rules")).unwrap();
+        s
+    }
+
+    fn sys(&self, devpath: &str) -> PathBuf {
+        self.root.join("sys").join(&devpath[1..])
+    }
+
+    fn device(&self, devpath: &str, subsystem: Option<(&str, &str)>, uevent: &str) {
+        let dir = self.sys(devpath);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("uevent"), uevent).unwrap();
+        if let Some((kind, name)) = subsystem {
+            let sub = self.root.join("sys").join(kind).join(name);
+            std::fs::create_dir_all(&sub).unwrap();
+            std::os::unix::fs::symlink(&sub, dir.join("subsystem")).unwrap();
+        }
+    }
+
+    fn path(&self, d: &str) -> String {
+        self.root.join(d).display().to_string()
+    }
+
+    /// `uevd [roots] ARGS`.
+    fn uevd(&self, args: &[&str]) -> Output {
+        Command::new(uevd())
+            .args(["--sys", &self.path("sys"), "--dev", &self.path("dev")])
+            .args([
+                "--run",
+                &self.path("run"),
+                "--rules-dir",
+                &self.path("rules"),
+            ])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// The devpaths a dry-run trigger lists, in its order.
+    fn chosen(&self, args: &[&str]) -> Vec<String> {
+        let out = self.uevd(&[&["trigger", "--dry-run"], args].concat());
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        let sys = self.path("sys");
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| l.strip_prefix(&sys).unwrap_or(l).to_string())
+            .collect()
+    }
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn trigger_matches_as_systemd_260_does() {
+    let s = Scratch::new();
+    assert_eq!(s.chosen(&[]), [PCI, VDA, VDA1, LO]);
+    assert_eq!(s.chosen(&["--property-match=ID_FS_TYPE=ext*"]), [VDA]);
+    // Several property matches: any one.
+    assert_eq!(
+        s.chosen(&["-p", "ID_FS_TYPE=xfs", "-p", "INTERFACE=lo"]),
+        [LO]
+    );
+    assert_eq!(s.chosen(&["--tag-match=systemd"]), [VDA]);
+    assert_eq!(
+        s.chosen(&["-g", "systemd", "-g", "other"]),
+        Vec::<String>::new()
+    );
+    assert_eq!(s.chosen(&["--initialized-match"]), [VDA, LO]);
+    assert_eq!(s.chosen(&["--initialized-nomatch"]), [PCI, VDA1]);
+    assert_eq!(s.chosen(&["--sysname-match=vda*"]), [VDA, VDA1]);
+    assert_eq!(s.chosen(&["--subsystem-nomatch=block"]), [PCI, LO]);
+    assert_eq!(s.chosen(&["--attr-nomatch=size"]), [PCI, VDA1, LO]);
+    assert_eq!(s.chosen(&["--attr-match=address=00:*"]), [LO]);
+    // A device named, by node, link, /sys path or class path: it and
+    // what is below it.
+    assert_eq!(s.chosen(&["/dev/vda"]), [VDA, VDA1]);
+    assert_eq!(
+        s.chosen(&["--name-match=/dev/disk/by-id/virtio-a"]),
+        [VDA, VDA1]
+    );
+    assert_eq!(s.chosen(&["--name-match=vda1"]), [VDA1]);
+    assert_eq!(s.chosen(&["/sys/class/net/lo"]), [LO]);
+    assert_eq!(
+        s.chosen(&["--parent-match", &format!("/sys{PCI}")]),
+        [PCI, VDA, VDA1]
+    );
+    assert_eq!(
+        s.chosen(&[
+            "-b",
+            &format!("/sys{PCI}"),
+            "-s",
+            "block",
+            "--include-parents"
+        ]),
+        ["/devices/pci0000:00", PCI, VDA, VDA1]
+    );
+    assert_eq!(
+        s.chosen(&["--prioritized-subsystem=net,block"]),
+        [LO, PCI, VDA, VDA1]
+    );
+    let out = s.uevd(&["trigger", "-n", "/dev/nothing"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "Unknown device \"/dev/nothing\": No such device (looked at {}/nothing)",
+            s.path("dev")
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn trigger_uuid_gives_each_event_its_own() {
+    let s = Scratch::new();
+    let out = s.uevd(&["trigger", "--action=add", "--uuid", "-y", "vda*"]);
+    assert!(out.status.success(), "{out:?}");
+    let uuids: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(uuids.len(), 2);
+    assert_ne!(uuids[0], uuids[1]);
+    for (devpath, uuid) in [VDA, VDA1].iter().zip(&uuids) {
+        let written = std::fs::read_to_string(s.sys(devpath).join("uevent")).unwrap();
+        assert!(written.starts_with(&format!("add {uuid}")), "{written}");
+    }
+}
+
+#[test]
+fn trigger_wait_daemon_names_the_socket_it_tried() {
+    let s = Scratch::new();
+    let out = s.uevd(&["trigger", "--wait-daemon=0.2", "-n"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "no daemon answered on {}/uevd/control",
+            s.path("run")
+        )),
+        "{err}"
+    );
+}
