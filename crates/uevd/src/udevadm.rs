@@ -287,6 +287,18 @@ const INFO: &[Spec] = &[
         "wait-for-initialization",
     ),
     opt(None, &["no-pager"], N, "no-pager"),
+    opt(None, &["json"], V, "json"),
+    opt(None, &["subsystem-match"], V, "subsystem-match"),
+    opt(None, &["subsystem-nomatch"], V, "subsystem-nomatch"),
+    opt(None, &["attr-match"], V, "attr-match"),
+    opt(None, &["attr-nomatch"], V, "attr-nomatch"),
+    opt(None, &["property-match"], V, "property-match"),
+    opt(None, &["tag-match"], V, "tag-match"),
+    opt(None, &["sysname-match"], V, "sysname-match"),
+    opt(None, &["name-match"], V, "name-match"),
+    opt(None, &["parent-match"], V, "parent-match"),
+    opt(None, &["initialized-match"], N, "initialized-match"),
+    opt(None, &["initialized-nomatch"], N, "initialized-nomatch"),
 ];
 
 fn info(args: &[OsString]) -> Result<Vec<OsString>, String> {
@@ -851,7 +863,23 @@ mod tests {
             ok("udevadm info /dev/sda -q path -- -odd"),
             "uevd info --query=path -- /dev/sda -odd"
         );
-        assert!(err("udevadm info --json=short /dev/sda").contains("unrecognized"));
+        assert_eq!(
+            ok("udevadm info --json=short /dev/sda"),
+            "uevd info --json=short -- /dev/sda"
+        );
+        assert_eq!(
+            ok(
+                "udevadm info -e --json pretty --subsystem-match=block --subsystem-nomatch=net \
+                --attr-match=size --attr-nomatch=ro=1 --property-match=ID_FS_TYPE=ext4 \
+                --tag-match=systemd --sysname-match=sd* --name-match=/dev/sda \
+                --parent-match=/sys/devices/pci0000:00 --initialized-match"
+            ),
+            "uevd info --export-db --json=pretty --subsystem-match=block --subsystem-nomatch=net \
+             --attr-match=size --attr-nomatch=ro=1 --property-match=ID_FS_TYPE=ext4 \
+             --tag-match=systemd --sysname-match=sd* --name-match=/dev/sda \
+             --parent-match=/sys/devices/pci0000:00 --initialized-match"
+        );
+        assert!(err("udevadm info --bogus /dev/sda").contains("unrecognized"));
     }
 
     #[test]
@@ -915,6 +943,8 @@ mod tests {
             "udevadm info -d /etc/passwd -x",
             "udevadm info --cleanup-db",
             "udevadm info --export-db --no-pager",
+            "udevadm info --json=short /dev/sda",
+            "udevadm info -e --json=pretty --property-match=A=1 --initialized-nomatch --parent-match=/sys/x",
             "udevadm test -a remove -N never /sys/class/net/lo",
             "udevadm verify -N never --root=/img --no-summary --no-style a.rules",
         ] {

@@ -219,3 +219,38 @@ fn trigger_wait_daemon_names_the_socket_it_tried() {
         "{err}"
     );
 }
+
+#[test]
+fn info_prints_json_and_filters_the_database_export() {
+    let s = Scratch::new();
+    let out = s.uevd(&["info", "--json=short", "/dev/disk/by-id/virtio-a"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("{\"SYSNAME\":\"vda\",\"DEVICE_ID\":\"b254:0\",\"DEVPATH\":\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("\"DEVLINKS\":\"/dev/disk/by-id/virtio-a\""),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 1);
+    let out = s.uevd(&[
+        "info",
+        "--export-db",
+        "--json=short",
+        "--subsystem-match=block",
+        "--initialized-nomatch",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.contains("\"SYSNAME\":\"vda1\",\"SYSNUM\":\"1\""),
+        "{text}"
+    );
+    let out = s.uevd(&["info", "-e", "--parent-match=/sys/class/block/vda"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let paths: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("P: ")).collect();
+    assert_eq!(paths, [VDA, VDA1]);
+}

@@ -35,6 +35,18 @@ pub enum Query {
     All,
 }
 
+/// systemd 256's `--json=`: one JSON object per device instead of the
+/// `P:`/`E:` record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Json {
+    /// One line per device.
+    Short,
+    /// Indented, one key per line.
+    Pretty,
+    /// The usual record.
+    Off,
+}
+
 #[derive(clap::Args, Debug)]
 pub struct Options {
     /// What to print about the device.
@@ -89,6 +101,44 @@ pub struct Options {
     /// Accepted for udevadm's sake; uevd never pages.
     #[arg(long)]
     no_pager: bool,
+    /// Print each device (with --query=all or --export-db) as a JSON object.
+    #[arg(long, value_enum, value_name = "MODE")]
+    json: Option<Json>,
+    /// With --export-db: only devices of these subsystems (patterns).
+    #[arg(long, value_name = "SUBSYSTEM")]
+    subsystem_match: Vec<String>,
+    /// With --export-db: not devices of these subsystems.
+    #[arg(long, value_name = "SUBSYSTEM")]
+    subsystem_nomatch: Vec<String>,
+    /// With --export-db: only devices with this attribute (value).
+    #[arg(long, value_name = "ATTR[=VALUE]")]
+    attr_match: Vec<String>,
+    /// With --export-db: not devices with this attribute (value).
+    #[arg(long, value_name = "ATTR[=VALUE]")]
+    attr_nomatch: Vec<String>,
+    /// With --export-db: only devices with this property value (pattern);
+    /// with several, all.
+    #[arg(long, value_name = "KEY=VALUE")]
+    property_match: Vec<String>,
+    /// With --export-db: only devices with this tag; with several, all.
+    #[arg(long, value_name = "TAG")]
+    tag_match: Vec<String>,
+    /// With --export-db: only devices whose name matches (patterns).
+    #[arg(long, value_name = "NAME")]
+    sysname_match: Vec<String>,
+    /// With --export-db: this device (node or link below /dev) and those
+    /// below it.
+    #[arg(long, value_name = "NODE")]
+    name_match: Vec<PathBuf>,
+    /// With --export-db: this device (path below /sys) and those below it.
+    #[arg(long, value_name = "SYSPATH")]
+    parent_match: Vec<PathBuf>,
+    /// With --export-db: only devices the daemon has processed.
+    #[arg(long, conflicts_with = "initialized_nomatch")]
+    initialized_match: bool,
+    /// With --export-db: only devices the daemon has not processed.
+    #[arg(long)]
+    initialized_nomatch: bool,
     /// Devices: /sys paths, devpaths (/devices/...), nodes or their names.
     devices: Vec<PathBuf>,
 }
@@ -469,9 +519,68 @@ fn query(out: &mut impl Write, d: &Dev, o: &Options) -> io::Result<bool> {
                 }
             }
         }
-        Query::All => print_record(out, d, "")?,
+        Query::All => match o.json {
+            Some(mode @ (Json::Short | Json::Pretty)) => print_json(out, d, mode)?,
+            _ => print_record(out, d, "")?,
+        },
     }
     Ok(true)
+}
+
+/// A JSON string, from bytes that should be UTF-8.
+fn json_string(out: &mut String, v: &[u8]) {
+    out.push('"');
+    for c in String::from_utf8_lossy(v).chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// The JSON object systemd 256's `udevadm info --json=` prints for a
+/// device: SYSNAME, SYSNUM and DEVICE_ID (the database's name for it),
+/// then every property; later keys of the same name win.
+fn device_json(d: &Dev, mode: Json) -> String {
+    let name = sysname(&d.devpath);
+    let mut fields: Vec<(Vec<u8>, Vec<u8>)> = vec![(b"SYSNAME".to_vec(), name.clone())];
+    if let Some(n) = sysnum(&name) {
+        fields.push((b"SYSNUM".to_vec(), n.to_vec()));
+    }
+    if let Some(s) = &d.subsystem {
+        let id = DeviceId::new(s, &d.devpath, d.devnum, d.ifindex);
+        fields.push((b"DEVICE_ID".to_vec(), id.as_str().as_bytes().to_vec()));
+    }
+    for (k, v) in &d.properties {
+        set(&mut fields, k, v.clone());
+    }
+    let mut out = String::from("{");
+    for (i, (k, v)) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        if mode == Json::Pretty {
+            out.push_str("\n        ");
+        }
+        json_string(&mut out, k);
+        out.push_str(if mode == Json::Pretty { " : " } else { ":" });
+        json_string(&mut out, v);
+    }
+    if mode == Json::Pretty {
+        out.push('\n');
+    }
+    out.push_str("}\n");
+    out
+}
+
+fn print_json(out: &mut impl Write, d: &Dev, mode: Json) -> io::Result<()> {
+    out.write_all(device_json(d, mode).as_bytes())
 }
 
 /// The order libudev enumerates devices in: by devpath, but md and dm
@@ -512,15 +621,73 @@ impl Ctx {
     }
 }
 
-use super::select::under_path;
+use super::select::{self, under_path, Select};
 
-fn export_db(ctx: &Ctx, out: &mut impl Write) -> io::Result<()> {
+/// The devices `--export-db` shows, as its match options choose them.
+fn selection(ctx: &Ctx, o: &Options) -> io::Result<Select> {
+    let mut parent = Vec::new();
+    for n in &o.name_match {
+        parent.push(ctx.find(n, Hint::Dev)?);
+    }
+    for p in &o.parent_match {
+        parent.push(ctx.find(p, Hint::Sys)?);
+    }
+    let property = o
+        .property_match
+        .iter()
+        .map(|s| select::property_test(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    Ok(Select {
+        subsystem: select::patterns(&o.subsystem_match),
+        subsystem_not: select::patterns(&o.subsystem_nomatch),
+        sysname: select::patterns(&o.sysname_match),
+        attr: select::attr_tests(&o.attr_match),
+        attr_not: select::attr_tests(&o.attr_nomatch),
+        property,
+        property_all: true,
+        tag: o.tag_match.iter().map(|t| t.as_bytes().to_vec()).collect(),
+        parent,
+        initialized: if o.initialized_match {
+            Some(true)
+        } else if o.initialized_nomatch {
+            Some(false)
+        } else {
+            None
+        },
+    })
+}
+
+/// Whether any of `--export-db`'s match options is given.
+fn has_matches(o: &Options) -> bool {
+    !(o.subsystem_match.is_empty()
+        && o.subsystem_nomatch.is_empty()
+        && o.attr_match.is_empty()
+        && o.attr_nomatch.is_empty()
+        && o.property_match.is_empty()
+        && o.tag_match.is_empty()
+        && o.sysname_match.is_empty()
+        && o.name_match.is_empty()
+        && o.parent_match.is_empty())
+        || o.initialized_match
+        || o.initialized_nomatch
+}
+
+fn export_db(ctx: &Ctx, out: &mut impl Write, o: &Options) -> io::Result<()> {
+    let select = selection(ctx, o)?;
     let mut devpaths = ctx.devices(None)?;
     devpaths.sort_by(|a, b| enumeration_order(a, b));
     for dp in devpaths {
+        let dir = ctx.sysfs.syspath(&dp);
+        if !select.accepts(ctx, &dp, &dir) {
+            continue;
+        }
         // A device may go while the walk runs.
         if let Ok(d) = ctx.read(&dp) {
-            print_record(out, &d, "")?;
+            match o.json {
+                Some(mode @ (Json::Short | Json::Pretty)) => print_json(out, &d, mode)?,
+                _ => print_record(out, &d, "")?,
+            }
         }
     }
     Ok(())
@@ -718,8 +885,11 @@ fn run_to(ctx: &Ctx, out: &mut impl Write, o: &Options) -> io::Result<bool> {
         uevd_db::cleanup(ctx.db.root());
         return Ok(true);
     }
-    if o.export_db {
-        export_db(ctx, out)?;
+    // Match options with no device named mean a filtered --export-db.
+    let filtered_all =
+        has_matches(o) && o.path.is_empty() && o.name.is_empty() && o.devices.is_empty();
+    if o.export_db || (filtered_all && !o.tree) {
+        export_db(ctx, out, o)?;
         return Ok(true);
     }
     if let Some(f) = &o.device_id_of_file {
@@ -996,6 +1166,83 @@ mod tests {
             ]
         );
         assert_eq!(text.matches("\n\n").count(), 3, "a blank line after each");
+    }
+
+    #[test]
+    fn json_objects_as_systemd_256_prints_them() {
+        let f = fake();
+        let (_, short) = output(&f, &["--json=short", "/devices/virtual/net/veth0"]);
+        assert_eq!(
+            short,
+            "{\"SYSNAME\":\"veth0\",\"SYSNUM\":\"0\",\"DEVICE_ID\":\"n7\",\
+             \"DEVPATH\":\"/devices/virtual/net/veth0\",\"SUBSYSTEM\":\"net\",\
+             \"INTERFACE\":\"veth0\",\"IFINDEX\":\"7\",\"USEC_INITIALIZED\":\"5\",\
+             \"ID_NET_NAME\":\"x\"}\n"
+        );
+        let (_, pretty) = output(&f, &["--json", "pretty", DISK]);
+        assert!(
+            pretty.starts_with(
+                "{\n        \"SYSNAME\" : \"vda\",\n        \"DEVICE_ID\" : \"b254:0\",\n"
+            ),
+            "{pretty}"
+        );
+        assert!(
+            pretty.ends_with("\"CURRENT_TAGS\" : \":systemd:\"\n}\n"),
+            "{pretty}"
+        );
+        let (_, off) = output(&f, &["--json=off", DISK]);
+        assert!(off.starts_with("P: "));
+        let mut quoted = String::new();
+        json_string(&mut quoted, b"a\"b\\c\n\x01");
+        assert_eq!(quoted, "\"a\\\"b\\\\c\\n\\u0001\"");
+        // --export-db: one object per device.
+        let (_, all) = output(&f, &["-e", "--json=short"]);
+        assert_eq!(all.lines().count(), 3);
+        assert!(all.lines().all(|l| l.starts_with('{') && l.ends_with('}')));
+    }
+
+    #[test]
+    fn export_db_takes_systemd_255s_matches() {
+        let f = fake();
+        let paths = |args: &[&str]| -> Vec<String> {
+            let (_, text) = output(&f, args);
+            text.lines()
+                .filter_map(|l| l.strip_prefix("P: "))
+                .map(str::to_string)
+                .collect()
+        };
+        let pci = "/devices/pci0000:00/0000:00:02.0";
+        let net = "/devices/virtual/net/veth0";
+        assert_eq!(paths(&["-e", "--subsystem-match=block"]), [DISK]);
+        assert_eq!(paths(&["-e", "--subsystem-nomatch=block"]), [pci, net]);
+        assert_eq!(paths(&["-e", "--attr-match=vendor=0x1af4"]), [pci]);
+        assert_eq!(paths(&["-e", "--attr-nomatch=vendor"]), [DISK, net]);
+        assert_eq!(paths(&["-e", "--property-match=ID_FS_TYPE=ext*"]), [DISK]);
+        // Several property matches: all of them.
+        assert!(paths(&[
+            "-e",
+            "--property-match=ID_FS_TYPE=ext4",
+            "--property-match=X=1"
+        ])
+        .is_empty());
+        assert_eq!(paths(&["-e", "--tag-match=systemd"]), [DISK]);
+        assert_eq!(paths(&["-e", "--sysname-match=veth*"]), [net]);
+        assert_eq!(paths(&["-e", "--parent-match", pci]), [pci, DISK]);
+        let dev = f.ctx.dev_root.display().to_string();
+        assert_eq!(
+            paths(&["-e", "--name-match", &format!("{dev}/block/254:0")]),
+            [DISK]
+        );
+        assert_eq!(paths(&["-e", "--initialized-match"]), [DISK, net]);
+        assert_eq!(paths(&["-e", "--initialized-nomatch"]), [pci]);
+        // Matches alone, without --export-db, mean the same.
+        assert_eq!(paths(&["--sysname-match=vda"]), [DISK]);
+        assert!(run_to(
+            &f.ctx,
+            &mut Vec::new(),
+            &opts(&["-e", "--property-match=NOVALUE"])
+        )
+        .is_err());
     }
 
     #[test]
