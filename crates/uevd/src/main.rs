@@ -95,6 +95,9 @@ enum Command {
     Process(process::Options),
     /// Check rules files for errors without running them.
     Verify(verify::Options),
+    /// Print the rules files (or udev.conf) as udev reads them, in its
+    /// order, each under a `# /path` header.
+    Cat(cat::Options),
     /// Print what sysfs and the database say about devices, as udevadm
     /// info does.
     Info(info::Options),
@@ -145,6 +148,7 @@ fn main() -> ExitCode {
         Command::Process(o) => process::run(&cli.roots, o),
         Command::Verify(o) => verify::run(&cli.roots, o),
         Command::Info(o) => info::run(&cli.roots, o),
+        Command::Cat(o) => cat::run(&cli.roots, o),
         Command::Builtin(o) => builtin::run(&cli.roots, o),
         Command::Graph(o) => graph::run(o),
         Command::Stats(o) => stats::run(o),

@@ -257,9 +257,10 @@ pub fn translate(argv: &[OsString]) -> Result<Vec<OsString>, String> {
         "test" => test(rest),
         "test-builtin" => test_builtin(rest),
         "verify" => verify(rest),
+        "cat" => cat(rest),
         "version" => Ok(vec!["uevd".into(), COMPAT_VERSION.into()]),
         "help" => Ok(vec!["uevd".into(), "--help".into()]),
-        "hwdb" | "wait" | "lock" | "cat" => Err(format!(
+        "hwdb" | "wait" | "lock" => Err(format!(
             "udevadm {command}: uevd has no equivalent of this command"
         )),
         _ => Err(format!("udevadm: unknown command '{command}'")),
@@ -596,6 +597,28 @@ fn verify(args: &[OsString]) -> Result<Vec<OsString>, String> {
     Ok(global.0)
 }
 
+const CAT: &[Spec] = &[
+    opt(None, &["root"], V, "root"),
+    opt(None, &["tldr"], N, "tldr"),
+    opt(None, &["config"], N, "config"),
+];
+
+/// `udevadm cat [--root=DIR] [--tldr] [--config] [FILE...]`, the same on
+/// `uevd cat`.
+fn cat(args: &[OsString]) -> Result<Vec<OsString>, String> {
+    let mut out = Out::command("cat");
+    let mut operands = Vec::new();
+    for item in getopt("udevadm cat", CAT, args)? {
+        match item {
+            Item::Opt(id, Some(v)) => out.with(id, &v),
+            Item::Opt(id, None) => out.arg(&format!("--{id}")),
+            Item::Operand(o) => operands.push(o),
+        }
+    }
+    out.operands(operands);
+    Ok(out.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -793,6 +816,17 @@ mod tests {
     }
 
     #[test]
+    fn cat_options() {
+        assert_eq!(ok("udevadm cat"), "uevd cat");
+        assert_eq!(
+            ok("udevadm cat --root /img --tldr 50-udev-default.rules"),
+            "uevd cat --root=/img --tldr -- 50-udev-default.rules"
+        );
+        assert_eq!(ok("udevadm cat --config"), "uevd cat --config");
+        assert_eq!(ok("udevadm cat --help"), "uevd cat --help");
+    }
+
+    #[test]
     fn monitor_options() {
         assert_eq!(
             ok("udevadm monitor -k -u -p -s net/wlan -t seat"),
@@ -947,6 +981,8 @@ mod tests {
             "udevadm info -e --json=pretty --property-match=A=1 --initialized-nomatch --parent-match=/sys/x",
             "udevadm test -a remove -N never /sys/class/net/lo",
             "udevadm verify -N never --root=/img --no-summary --no-style a.rules",
+            "udevadm cat --root=/img --tldr a.rules",
+            "udevadm cat --config",
         ] {
             let args = tr(line).unwrap();
             if let Err(e) = crate::Cli::try_parse_from(&args) {

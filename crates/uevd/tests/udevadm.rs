@@ -254,3 +254,58 @@ fn info_prints_json_and_filters_the_database_export() {
     let paths: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("P: ")).collect();
     assert_eq!(paths, [VDA, VDA1]);
 }
+
+#[test]
+fn cat_prints_the_rules_in_effect_in_udevs_order() {
+    let s = Scratch::new();
+    let etc = s.root.join("img/etc/udev/rules.d");
+    let lib = s.root.join("img/usr/lib/udev/rules.d");
+    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(lib.join("50-a.rules"), "# from lib\nKERNEL==\"a\"\n").unwrap();
+    std::fs::write(lib.join("60-b.rules"), "KERNEL==\"b\"\n").unwrap();
+    std::fs::write(etc.join("50-a.rules"), "# local\n\nKERNEL==\"local\"\n").unwrap();
+    std::os::unix::fs::symlink("/dev/null", etc.join("60-b.rules")).unwrap();
+    std::fs::write(lib.join("70-c.rules"), "KERNEL==\"c\"\n").unwrap();
+    std::fs::create_dir_all(s.root.join("img/etc/udev/udev.conf.d")).unwrap();
+    std::fs::write(s.root.join("img/etc/udev/udev.conf"), "udev_log=info\n").unwrap();
+    std::fs::write(
+        s.root.join("img/etc/udev/udev.conf.d/10-x.conf"),
+        "# tuned\nchildren_max=4\n",
+    )
+    .unwrap();
+    let img = s.path("img");
+    let cat = |args: &[&str]| {
+        let out = Command::new(uevd()).arg("cat").args(args).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let root = format!("--root={img}");
+    assert_eq!(
+        cat(&[&root]),
+        format!(
+            "# {img}/etc/udev/rules.d/50-a.rules\n# local\n\nKERNEL==\"local\"\n\n\
+             # {img}/usr/lib/udev/rules.d/70-c.rules\nKERNEL==\"c\"\n"
+        )
+    );
+    assert_eq!(
+        cat(&[&root, "--tldr", "70-c.rules", "50-a.rules"]),
+        format!(
+            "# {img}/usr/lib/udev/rules.d/70-c.rules\nKERNEL==\"c\"\n\n\
+             # {img}/etc/udev/rules.d/50-a.rules\nKERNEL==\"local\"\n"
+        )
+    );
+    assert_eq!(
+        cat(&[&root, "--config", "--tldr"]),
+        format!(
+            "# {img}/etc/udev/udev.conf\nudev_log=info\n\n\
+             # {img}/etc/udev/udev.conf.d/10-x.conf\nchildren_max=4\n"
+        )
+    );
+    let out = Command::new(uevd())
+        .args(["cat", &root, "99-none.rules"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("99-none.rules: no such rules file in"));
+}

@@ -3,6 +3,7 @@
 
 pub mod blame;
 pub mod builtin;
+pub mod cat;
 pub mod control;
 pub mod daemon;
 pub mod graph;
