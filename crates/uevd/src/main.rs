@@ -85,6 +85,8 @@ enum Command {
     Settle(settle::Options),
     /// Print kernel events and processed events as they happen.
     Monitor(monitor::Options),
+    /// Wait until devices are processed by the daemon (or removed).
+    Wait(wait::Options),
     /// Talk to the running daemon.
     Control(control::Options),
     /// Run the rules for one device and print what they decide, changing
@@ -143,6 +145,7 @@ fn main() -> ExitCode {
         Command::Trigger(o) => trigger::run(&cli.roots, o),
         Command::Settle(o) => settle::run(&cli.roots, o),
         Command::Monitor(o) => monitor::run(o),
+        Command::Wait(o) => wait::run(&cli.roots, o),
         Command::Control(o) => control::run(&cli.roots, o),
         Command::Test(o) => test::run(&cli.roots, o),
         Command::Process(o) => process::run(&cli.roots, o),

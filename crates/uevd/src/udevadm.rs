@@ -258,9 +258,10 @@ pub fn translate(argv: &[OsString]) -> Result<Vec<OsString>, String> {
         "test-builtin" => test_builtin(rest),
         "verify" => verify(rest),
         "cat" => cat(rest),
+        "wait" => wait(rest),
         "version" => Ok(vec!["uevd".into(), COMPAT_VERSION.into()]),
         "help" => Ok(vec!["uevd".into(), "--help".into()]),
-        "hwdb" | "wait" | "lock" => Err(format!(
+        "hwdb" | "lock" => Err(format!(
             "udevadm {command}: uevd has no equivalent of this command"
         )),
         _ => Err(format!("udevadm: unknown command '{command}'")),
@@ -619,6 +620,38 @@ fn cat(args: &[OsString]) -> Result<Vec<OsString>, String> {
     Ok(out.0)
 }
 
+const WAIT: &[Spec] = &[
+    opt(Some(b't'), &["timeout"], V, "timeout"),
+    opt(None, &["initialized"], V, "initialized"),
+    opt(None, &["removed"], N, "removed"),
+    opt(None, &["settle"], N, "settle"),
+];
+
+/// `udevadm wait [-t SECONDS] [--initialized=BOOL] [--removed] [--settle]
+/// DEVICE...` as `uevd wait`, the timeout in seconds ("infinity": none).
+fn wait(args: &[OsString]) -> Result<Vec<OsString>, String> {
+    let mut out = Out::command("wait");
+    let mut operands = Vec::new();
+    for item in getopt("udevadm wait", WAIT, args)? {
+        match item {
+            Item::Opt("timeout", Some(v)) if text(&v) == "infinity" => {}
+            Item::Opt("timeout", Some(v)) => {
+                let secs = parse_seconds(&text(&v))
+                    .ok_or_else(|| format!("udevadm wait: bad timeout '{}'", text(&v)))?;
+                out.with("timeout", secs.to_string().as_bytes());
+            }
+            Item::Opt(id, Some(v)) => out.with(id, &v),
+            Item::Opt(id, None) => out.arg(&format!("--{id}")),
+            Item::Operand(o) => operands.push(o),
+        }
+    }
+    if operands.is_empty() {
+        return Err("udevadm wait: expected at least one device".to_string());
+    }
+    out.operands(operands);
+    Ok(out.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -827,6 +860,20 @@ mod tests {
     }
 
     #[test]
+    fn wait_options() {
+        assert_eq!(
+            ok("udevadm wait -t 1min --initialized=no --removed --settle /dev/sda /sys/class/net/lo"),
+            "uevd wait --timeout=60 --initialized=no --removed --settle -- /dev/sda /sys/class/net/lo"
+        );
+        assert_eq!(
+            ok("udevadm wait --timeout infinity /dev/sda"),
+            "uevd wait -- /dev/sda"
+        );
+        assert!(err("udevadm wait --settle").contains("at least one device"));
+        assert!(err("udevadm wait -t soon /dev/sda").contains("bad timeout"));
+    }
+
+    #[test]
     fn monitor_options() {
         assert_eq!(
             ok("udevadm monitor -k -u -p -s net/wlan -t seat"),
@@ -983,6 +1030,8 @@ mod tests {
             "udevadm verify -N never --root=/img --no-summary --no-style a.rules",
             "udevadm cat --root=/img --tldr a.rules",
             "udevadm cat --config",
+            "udevadm wait -t 5 --initialized=false --settle /dev/sda",
+            "udevadm wait --removed /sys/class/net/lo",
         ] {
             let args = tr(line).unwrap();
             if let Err(e) = crate::Cli::try_parse_from(&args) {

@@ -309,3 +309,67 @@ fn cat_prints_the_rules_in_effect_in_udevs_order() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("99-none.rules: no such rules file in"));
 }
+
+impl Scratch {
+    fn spawn(&self, args: &[&str]) -> std::process::Child {
+        Command::new(uevd())
+            .args(["--sys", &self.path("sys"), "--dev", &self.path("dev")])
+            .args(["--run", &self.path("run")])
+            .args(args)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+}
+
+/// Waits for a child for at most `secs`; its exit status.
+fn finish(mut child: std::process::Child, secs: u64) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("still waiting after {secs}s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn wait_returns_once_the_device_is_initialized_or_removed() {
+    let s = Scratch::new();
+    // Already in the database: at once, through the link too.
+    let out = s.uevd(&[
+        "wait",
+        "--timeout=5",
+        "/dev/disk/by-id/virtio-a",
+        "/sys/class/net/lo",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    // vda1 has no record yet.
+    let out = s.uevd(&["wait", "--timeout=0.2", "/dev/vda1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("timed out waiting for devices to be initialized: /dev/vda1"),
+        "{out:?}"
+    );
+    let out = s.uevd(&["wait", "--timeout=0.2", "--initialized=no", "/dev/vda1"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = s.uevd(&["settle", "--device=/dev/vda1", "--timeout=0.2"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    // The record appears while it waits; --settle with no daemon running
+    // has no queue to wait for.
+    let waiting = s.spawn(&["wait", "--timeout=10", "--settle", "/dev/vda1"]);
+    let settling = s.spawn(&["settle", "--device=/sys/class/block/vda1", "--timeout=10"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::fs::write(s.root.join("run/udev/data/b254:1"), "I:7\nV:1\n").unwrap();
+    assert!(finish(waiting, 5).success());
+    assert!(finish(settling, 5).success());
+    // Removed: the interface goes while it waits.
+    let removing = s.spawn(&["wait", "--removed", "--timeout=10", "/sys/class/net/lo"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::fs::remove_dir_all(s.sys(LO)).unwrap();
+    assert!(finish(removing, 5).success());
+}

@@ -187,6 +187,10 @@ impl Ctx {
         }
     }
 
+    pub(crate) fn dev_root(&self) -> &Path {
+        &self.dev_root
+    }
+
     /// Reads a device (or a module, bus or driver) from sysfs and the
     /// database.
     pub(crate) fn read(&self, devpath: &[u8]) -> io::Result<Dev> {

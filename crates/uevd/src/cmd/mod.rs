@@ -17,6 +17,7 @@ pub mod stats;
 pub mod test;
 pub mod trigger;
 pub mod verify;
+pub mod wait;
 
 /// The running daemon's timeline journal, where reports look when given
 /// nothing (the daemon's default `--timeline` under /run).
