@@ -87,6 +87,9 @@ enum Command {
     Monitor(monitor::Options),
     /// Wait until devices are processed by the daemon (or removed).
     Wait(wait::Options),
+    /// Run a command holding exclusive BSD locks on whole block devices, so
+    /// that the device manager does not probe them meanwhile.
+    Lock(lock::Options),
     /// Talk to the running daemon.
     Control(control::Options),
     /// Run the rules for one device and print what they decide, changing
@@ -146,6 +149,7 @@ fn main() -> ExitCode {
         Command::Settle(o) => settle::run(&cli.roots, o),
         Command::Monitor(o) => monitor::run(o),
         Command::Wait(o) => wait::run(&cli.roots, o),
+        Command::Lock(o) => lock::run(&cli.roots, o),
         Command::Control(o) => control::run(&cli.roots, o),
         Command::Test(o) => test::run(&cli.roots, o),
         Command::Process(o) => process::run(&cli.roots, o),

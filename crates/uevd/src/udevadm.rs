@@ -259,9 +259,10 @@ pub fn translate(argv: &[OsString]) -> Result<Vec<OsString>, String> {
         "verify" => verify(rest),
         "cat" => cat(rest),
         "wait" => wait(rest),
+        "lock" => lock(rest),
         "version" => Ok(vec!["uevd".into(), COMPAT_VERSION.into()]),
         "help" => Ok(vec!["uevd".into(), "--help".into()]),
-        "hwdb" | "lock" => Err(format!(
+        "hwdb" => Err(format!(
             "udevadm {command}: uevd has no equivalent of this command"
         )),
         _ => Err(format!("udevadm: unknown command '{command}'")),
@@ -652,6 +653,76 @@ fn wait(args: &[OsString]) -> Result<Vec<OsString>, String> {
     Ok(out.0)
 }
 
+const LOCK: &[Spec] = &[
+    opt(Some(b'd'), &["device"], V, "device"),
+    opt(Some(b'b'), &["backing"], V, "backing"),
+    opt(Some(b't'), &["timeout"], V, "timeout"),
+    opt(Some(b'p'), &["print"], N, "print"),
+];
+
+/// `udevadm lock [-d DEVICE]... [-b PATH]... [-t SECONDS] [-p] COMMAND...`
+/// as `uevd lock`. Options end at the command: its own options are its
+/// own (udevadm's getopt stops at the first operand there).
+fn lock(args: &[OsString]) -> Result<Vec<OsString>, String> {
+    let split = lock_command_start(args)?;
+    let mut out = Out::command("lock");
+    for item in getopt("udevadm lock", LOCK, &args[..split])? {
+        match item {
+            Item::Opt("timeout", Some(v)) if text(&v) == "infinity" => {}
+            Item::Opt("timeout", Some(v)) => {
+                let secs = parse_seconds(&text(&v))
+                    .ok_or_else(|| format!("udevadm lock: bad timeout '{}'", text(&v)))?;
+                out.with("timeout", secs.to_string().as_bytes());
+            }
+            Item::Opt(id, Some(v)) => out.with(id, &v),
+            Item::Opt(id, None) => out.arg(&format!("--{id}")),
+            Item::Operand(_) => unreachable!("operands start the command"),
+        }
+    }
+    let command = &args[split..];
+    let command = command
+        .strip_prefix(&[OsString::from("--")][..])
+        .unwrap_or(command);
+    if !command.is_empty() {
+        out.arg("--");
+        out.0.extend(command.iter().cloned());
+    }
+    Ok(out.0)
+}
+
+/// Where the command starts in `udevadm lock`'s arguments: at the first
+/// word that is neither an option nor an option's value, or at `--`.
+fn lock_command_start(args: &[OsString]) -> Result<usize, String> {
+    let mut i = 0;
+    while let Some(a) = args.get(i).map(|a| a.as_bytes()) {
+        if a == b"--" || !a.starts_with(b"-") || a == b"-" {
+            return Ok(i);
+        }
+        let takes_value = if let Some(long) = a.strip_prefix(b"--") {
+            let name = String::from_utf8_lossy(long.split(|&c| c == b'=').next().unwrap_or(b""));
+            let spec = find_long("udevadm lock", LOCK, &name)?;
+            spec.takes == V && !long.contains(&b'=')
+        } else {
+            // Bundled short options: a value-taking one takes the rest of
+            // the word, or the next word.
+            let mut next = false;
+            for (j, c) in a[1..].iter().enumerate() {
+                let spec = LOCK
+                    .iter()
+                    .find(|s| s.short == Some(*c))
+                    .ok_or_else(|| format!("udevadm lock: invalid option -- '{}'", *c as char))?;
+                if spec.takes == V {
+                    next = j + 2 == a.len();
+                    break;
+                }
+            }
+            next
+        };
+        i += if takes_value { 2 } else { 1 };
+    }
+    Ok(i.min(args.len()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -874,6 +945,23 @@ mod tests {
     }
 
     #[test]
+    fn lock_options() {
+        assert_eq!(
+            ok("udevadm lock --device=/dev/sda1 -d /dev/sdb -b /srv -t 5 mkfs.ext4 -F /dev/sda1"),
+            "uevd lock --device=/dev/sda1 --device=/dev/sdb --backing=/srv --timeout=5 -- mkfs.ext4 -F /dev/sda1"
+        );
+        assert_eq!(
+            ok("udevadm lock -p -d/dev/sda1"),
+            "uevd lock --print --device=/dev/sda1"
+        );
+        assert_eq!(
+            ok("udevadm lock -d /dev/sda --timeout infinity -- dd if=x of=/dev/sda"),
+            "uevd lock --device=/dev/sda -- dd if=x of=/dev/sda"
+        );
+        assert!(err("udevadm lock -x /dev/sda true").contains("invalid option"));
+    }
+
+    #[test]
     fn monitor_options() {
         assert_eq!(
             ok("udevadm monitor -k -u -p -s net/wlan -t seat"),
@@ -1032,6 +1120,8 @@ mod tests {
             "udevadm cat --config",
             "udevadm wait -t 5 --initialized=false --settle /dev/sda",
             "udevadm wait --removed /sys/class/net/lo",
+            "udevadm lock -d /dev/sda -b /srv -t 0 mkfs.ext4 -F /dev/sda",
+            "udevadm lock --print --device=/dev/sda",
         ] {
             let args = tr(line).unwrap();
             if let Err(e) = crate::Cli::try_parse_from(&args) {

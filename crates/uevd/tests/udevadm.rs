@@ -373,3 +373,87 @@ fn wait_returns_once_the_device_is_initialized_or_removed() {
     std::fs::remove_dir_all(s.sys(LO)).unwrap();
     assert!(finish(removing, 5).success());
 }
+
+/// Whole disks of this machine (and its loop devices) as (major, minor):
+/// a scratch node can be opened only with a driver behind it.
+fn host_disks() -> Vec<(u32, u32)> {
+    let Ok(rd) = std::fs::read_dir("/sys/class/block") else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter(|e| !e.path().join("partition").exists())
+        .filter_map(|e| {
+            let dev = std::fs::read_to_string(e.path().join("dev")).ok()?;
+            let (ma, mi) = dev.trim().split_once(':')?;
+            Some((ma.parse().ok()?, mi.parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn lock_holds_the_whole_disk_while_the_command_runs() {
+    let s = Scratch::new();
+    // A partition and a link both stand for the whole disk, once.
+    let out = s.uevd(&[
+        "lock",
+        "--print",
+        "-d",
+        "/dev/vda1",
+        "--device=/dev/disk/by-id/virtio-a",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!("{}/vda\n", s.path("dev"))
+    );
+    let out = s.uevd(&["lock", "--print", "-d", &s.path("sys")]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("not a block device"), "{out:?}");
+    // A node this sandbox lets us open, for one of the machine's disks.
+    let node = s.root.join("dev/hostdisk");
+    let found = host_disks().into_iter().find(|&(major, minor)| {
+        let _ = std::fs::remove_file(&node);
+        let made = Command::new("mknod")
+            .arg(&node)
+            .args(["b", &major.to_string(), &minor.to_string()])
+            .status()
+            .is_ok_and(|st| st.success());
+        made && std::fs::File::open(&node).is_ok()
+    });
+    let Some((major, minor)) = found else {
+        eprintln!("skipped locking: no block device can be opened here");
+        return;
+    };
+    let devpath = "/devices/virtual/block/hostdisk";
+    s.device(
+        devpath,
+        Some(("class", "block")),
+        &format!("MAJOR={major}\nMINOR={minor}\nDEVNAME=hostdisk\nDEVTYPE=disk\n"),
+    );
+    let link = s.root.join(format!("sys/dev/block/{major}:{minor}"));
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(s.sys(devpath), &link).unwrap();
+    let node = node.display().to_string();
+    let marker = s.root.join("holding");
+    let holder = s.spawn(&[
+        "lock",
+        "-d",
+        &node,
+        "--",
+        "sh",
+        "-c",
+        &format!("touch {}; sleep 1", marker.display()),
+    ]);
+    let started = std::time::Instant::now();
+    while !marker.exists() {
+        assert!(started.elapsed().as_secs() < 5, "the command never ran");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let out = s.uevd(&["lock", "--timeout=0", "-d", &node, "true"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(stderr(&out).contains("locked by someone else"), "{out:?}");
+    assert!(finish(holder, 5).success());
+    // Released: the command runs and its exit status is ours.
+    let out = s.uevd(&["lock", "--timeout=0", "-d", &node, "sh", "-c", "exit 3"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+}

@@ -148,12 +148,12 @@ pub struct Options {
 pub(crate) struct Dev {
     pub(crate) devpath: Vec<u8>,
     subsystem: Option<Vec<u8>>,
-    devtype: Option<Vec<u8>>,
+    pub(crate) devtype: Option<Vec<u8>>,
     driver: Option<Vec<u8>>,
-    devnum: Option<(u32, u32)>,
+    pub(crate) devnum: Option<(u32, u32)>,
     ifindex: Option<u32>,
     /// Relative to /dev.
-    devname: Option<Vec<u8>>,
+    pub(crate) devname: Option<Vec<u8>>,
     diskseq: Option<Vec<u8>>,
     pub(crate) properties: Vec<(Vec<u8>, Vec<u8>)>,
     pub(crate) record: Option<Record>,
@@ -185,6 +185,10 @@ impl Ctx {
             db: Database::open_read_only(roots.udev_dir()),
             dev_root: roots.dev.clone(),
         }
+    }
+
+    pub(crate) fn sysfs(&self) -> &Sysfs {
+        &self.sysfs
     }
 
     pub(crate) fn dev_root(&self) -> &Path {
@@ -384,7 +388,7 @@ pub(crate) enum Hint {
 
 /// `arg` as a path below `root`, when it is below `root` or below the
 /// usual place (`/sys`, `/dev`) that `root` stands in for.
-fn rebase(arg: &Path, root: &Path, usual: &str) -> Option<PathBuf> {
+pub(crate) fn rebase(arg: &Path, root: &Path, usual: &str) -> Option<PathBuf> {
     if arg.starts_with(root) {
         return Some(arg.to_path_buf());
     }

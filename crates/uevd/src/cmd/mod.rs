@@ -8,6 +8,7 @@ pub mod control;
 pub mod daemon;
 pub mod graph;
 pub mod info;
+pub mod lock;
 pub mod modprobe;
 pub mod monitor;
 pub mod process;
