@@ -1,8 +1,8 @@
 //! `uevd lock`: run a command while holding BSD `flock(LOCK_EX)` on whole
-//! block devices, as systemd 251's `udevadm lock` does, so that the device
-//! manager does not probe a disk while it is being partitioned or
-//! formatted (the convention of systemd's "Locking Block Device Access":
-//! udevd skips a device whose whole disk someone holds locked).
+//! block devices, as systemd 251's `udevadm lock` does: the convention by
+//! which tools that partition or format a disk keep systemd-udevd (and
+//! other tools that follow it) from probing it meanwhile. uevd's own
+//! daemon does not look at the lock yet.
 
 use super::info::{Ctx, Hint};
 use crate::Roots;
