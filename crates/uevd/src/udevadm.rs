@@ -466,37 +466,31 @@ fn log_level(v: &str) -> Option<&'static str> {
 }
 
 fn control(args: &[OsString]) -> Result<Vec<OsString>, String> {
-    let mut requests: Vec<Vec<OsString>> = Vec::new();
+    let mut out = Out::command("control");
+    let mut asked = false;
     for item in getopt("udevadm control", CONTROL, args)? {
-        let request = match item {
-            Item::Opt("exit", _) => vec!["--exit".into()],
-            Item::Opt("reload", _) => vec!["--reload".into()],
-            Item::Opt("ping", _) => vec!["--ping".into()],
+        match item {
             Item::Opt("log-level", Some(v)) => {
                 let level = log_level(&text(&v))
                     .ok_or_else(|| format!("udevadm control: bad log level '{}'", text(&v)))?;
-                vec![format!("--log-level={level}").into()]
+                out.arg(&format!("--log-level={level}"));
             }
-            // uevd sizes its worker pool at start (daemon --workers); the
-            // control socket has its own fixed timeout.
-            Item::Opt("children-max" | "timeout", _) => continue,
-            Item::Opt(id, _) => {
-                return Err(format!("udevadm control: uevd control has no --{id} yet"))
+            Item::Opt("timeout", Some(v)) => {
+                let secs = parse_seconds(&text(&v))
+                    .ok_or_else(|| format!("udevadm control: bad timeout '{}'", text(&v)))?;
+                out.with("timeout", secs.to_string().as_bytes());
+                continue;
             }
+            Item::Opt(id, Some(v)) => out.with(id, &v),
+            Item::Opt(id, None) => out.arg(&format!("--{id}")),
             Item::Operand(o) => return Err(extra_argument("control", &o)),
-        };
-        requests.push(request);
+        }
+        asked = true;
     }
-    requests.dedup();
-    let request = match requests.len() {
-        // Only tuning asked for: what is left to check is that the daemon
-        // answers, as udevadm's message would have needed.
-        0 => vec!["--ping".into()],
-        1 => requests.remove(0),
-        _ => return Err("udevadm control: uevd control takes one request at a time".to_string()),
-    };
-    let mut out = Out::command("control");
-    out.0.extend(request);
+    if !asked {
+        // Only a timeout: what is left to check is that the daemon answers.
+        out.arg("--ping");
+    }
     Ok(out.0)
 }
 
@@ -791,7 +785,7 @@ mod tests {
         // systemd-udevd.service ExecReload.
         assert_eq!(
             ok("udevadm control --reload --timeout 0"),
-            "uevd control --reload"
+            "uevd control --reload --timeout=0"
         );
         assert_eq!(
             ok("udevadm control --reload-rules"),
@@ -883,25 +877,31 @@ mod tests {
             "uevd control --log-level=warning"
         );
         assert!(err("udevadm control -l loud").contains("bad log level"));
-        // Tuning alone: still make sure the daemon answers.
         assert_eq!(
             ok("udevadm control --children-max=4"),
-            "uevd control --ping"
+            "uevd control --children-max=4"
         );
-        assert_eq!(ok("udevadm control -m 4 -t 5 -e"), "uevd control --exit");
+        assert_eq!(
+            ok("udevadm control -m 4 -t 5 -e"),
+            "uevd control --children-max=4 --timeout=5 --exit"
+        );
         assert_eq!(
             ok("udevadm control --timeout=30 --exit"),
-            "uevd control --exit"
+            "uevd control --timeout=30 --exit"
         );
-        assert!(err("udevadm control --reload --exit").contains("one request"));
-        for missing in [
-            "udevadm control -s",
-            "udevadm control --start-exec-queue",
-            "udevadm control -p FOO=bar",
-            "udevadm control --env=FOO=bar",
-        ] {
-            assert!(err(missing).contains("has no --"), "{missing}");
-        }
+        assert_eq!(
+            ok("udevadm control -t 1min"),
+            "uevd control --timeout=60 --ping"
+        );
+        assert_eq!(
+            ok("udevadm control --reload --exit"),
+            "uevd control --reload --exit"
+        );
+        assert_eq!(
+            ok("udevadm control -s -S -p FOO=bar --env=X=1"),
+            "uevd control --stop-exec-queue --start-exec-queue --property=FOO=bar --property=X=1"
+        );
+        assert!(err("udevadm control -t soon").contains("bad timeout"));
     }
 
     #[test]

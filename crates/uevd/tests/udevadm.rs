@@ -457,3 +457,79 @@ fn lock_holds_the_whole_disk_while_the_command_runs() {
     let out = s.uevd(&["lock", "--timeout=0", "-d", &node, "sh", "-c", "exit 3"]);
     assert_eq!(out.status.code(), Some(3), "{out:?}");
 }
+
+#[test]
+fn control_without_a_daemon_names_the_socket_it_tried() {
+    let s = Scratch::new();
+    let out = s.uevd(&["control", "--ping"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "no daemon is listening on {}/uevd/control",
+            s.path("run")
+        )),
+        "{err}"
+    );
+    // Someone other than root is turned away by the socket's directory.
+    let dir = s.root.join("run/uevd");
+    std::fs::create_dir_all(&dir).unwrap();
+    let _listener = std::os::unix::net::UnixListener::bind(dir.join("control")).unwrap();
+    let mut perms = std::fs::metadata(&s.root).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&s.root, perms).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(uevd())
+        .args(["--run", &s.path("run"), "control", "--ping"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "not allowed to talk to the daemon on {}/uevd/control",
+            s.path("run")
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn control_holds_the_queue_back_and_gives_events_properties() {
+    use uevd_lab::{veth_pairs, Lab};
+    let lab = Lab::new().unwrap();
+    std::fs::write(
+        lab.rules_dir().join("50-global.rules"),
+        "SUBSYSTEM==\"net\", ENV{UEVD_GLOBAL}==\"on air\", ENV{SAW_GLOBAL}=\"1\"\n",
+    )
+    .unwrap();
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    let control = |args: &[&str]| {
+        let out = lab.uevd(uevd(), &[&["control"], args].concat()).unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    control(&[
+        "--stop-exec-queue",
+        "--property=UEVD_GLOBAL=on air",
+        "-t",
+        "5",
+    ]);
+    lab.ip_batch(&veth_pairs("cq", 1)).unwrap();
+    // Held back: settle times out.
+    let out = lab.uevd(uevd(), &["settle", "--timeout=0.5"]).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    control(&["--start-exec-queue", "--children-max=1"]);
+    lab.settle(uevd()).unwrap();
+    let ifindex = lab
+        .interfaces()
+        .unwrap()
+        .into_iter()
+        .find(|(_, n)| n == "cqa0")
+        .map(|(i, _)| i)
+        .expect("cqa0");
+    let record = std::fs::read_to_string(lab.run().join(format!("udev/data/n{ifindex}"))).unwrap();
+    assert!(record.contains("E:SAW_GLOBAL=1"), "{record}");
+    daemon.stop(&lab).unwrap();
+}
