@@ -791,6 +791,77 @@ fn attributes(dir: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
     out
 }
 
+/// `--attribute-walk` with `--json=`: one object per device, the device
+/// first and then each parent, as a JSON text sequence (RFC 7464: each
+/// object after a record separator), as systemd 256 prints it.
+fn attribute_walk_json(
+    ctx: &Ctx,
+    out: &mut impl Write,
+    devpath: &[u8],
+    mode: Json,
+) -> io::Result<()> {
+    let mut current = devpath.to_vec();
+    let mut first = true;
+    loop {
+        let dir = ctx.sysfs.syspath(&current);
+        let (kernel, subsystem, driver, attr) = if first {
+            ("KERNEL", "SUBSYSTEM", "DRIVER", "ATTR")
+        } else {
+            ("KERNELS", "SUBSYSTEMS", "DRIVERS", "ATTRS")
+        };
+        let (nl, indent, inner, colon) = match mode {
+            Json::Pretty => ("\n", "        ", "                ", " : "),
+            _ => ("", "", "", ":"),
+        };
+        let mut text = String::from("\u{1e}{");
+        let field = |text: &mut String, key: &str, value: &[u8], last: bool| {
+            text.push_str(nl);
+            text.push_str(indent);
+            json_string(text, key.as_bytes());
+            text.push_str(colon);
+            json_string(text, value);
+            if !last {
+                text.push(',');
+            }
+        };
+        field(&mut text, "DEVPATH", &current, false);
+        field(&mut text, kernel, &sysname(&current), false);
+        let subsys = ctx.sysfs.subsystem_of(&current).unwrap_or_default();
+        field(&mut text, subsystem, &subsys, false);
+        let drv = link_basename(&dir.join("driver")).unwrap_or_default();
+        field(&mut text, driver, &drv, false);
+        text.push_str(nl);
+        text.push_str(indent);
+        json_string(&mut text, attr.as_bytes());
+        text.push_str(colon);
+        text.push('{');
+        let attrs = attributes(&dir);
+        for (i, (name, value)) in attrs.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            text.push_str(nl);
+            text.push_str(inner);
+            json_string(&mut text, name);
+            text.push_str(colon);
+            json_string(&mut text, value);
+        }
+        if !attrs.is_empty() {
+            text.push_str(nl);
+            text.push_str(indent);
+        }
+        text.push('}');
+        text.push_str(nl);
+        text.push_str("}\n");
+        out.write_all(text.as_bytes())?;
+        first = false;
+        match ctx.sysfs.parent_devpath(&current) {
+            Some(n) => current = n,
+            None => return Ok(()),
+        }
+    }
+}
+
 fn attribute_walk(ctx: &Ctx, out: &mut impl Write, devpath: &[u8]) -> io::Result<()> {
     out.write_all(
         b"\nUdevadm info starts with the device specified by the devpath and then\n\
@@ -936,7 +1007,12 @@ fn run_to(ctx: &Ctx, out: &mut impl Write, o: &Options) -> io::Result<bool> {
         }
     }
     if o.attribute_walk {
-        attribute_walk(ctx, out, &devpaths[0])?;
+        match o.json {
+            Some(mode @ (Json::Short | Json::Pretty)) => {
+                attribute_walk_json(ctx, out, &devpaths[0], mode)?
+            }
+            _ => attribute_walk(ctx, out, &devpaths[0])?,
+        }
         return Ok(true);
     }
     let mut ok = true;
@@ -1207,6 +1283,35 @@ mod tests {
         let (_, all) = output(&f, &["-e", "--json=short"]);
         assert_eq!(all.lines().count(), 3);
         assert!(all.lines().all(|l| l.starts_with('{') && l.ends_with('}')));
+    }
+
+    #[test]
+    fn attribute_walk_in_json_is_a_sequence_of_objects() {
+        let f = fake();
+        let (_, text) = output(&f, &["-a", "--json=short", DISK]);
+        let records: Vec<&str> = text.split('\u{1e}').skip(1).collect();
+        assert_eq!(records.len(), 3, "{text}");
+        assert_eq!(
+            records[0],
+            format!(
+                "{{\"DEVPATH\":\"{DISK}\",\"KERNEL\":\"vda\",\"SUBSYSTEM\":\"block\",\
+                 \"DRIVER\":\"\",\"ATTR\":{{\"size\":\"2048\"}}}}\n"
+            )
+        );
+        assert!(records[1].contains(
+            "\"KERNELS\":\"0000:00:02.0\",\"SUBSYSTEMS\":\"pci\",\"DRIVERS\":\"virtio-pci\""
+        ));
+        assert!(records[1].contains("\"ATTRS\":{\"power/control\":\"on\",\"remove\":\"(not readable)\",\"vendor\":\"0x1af4\"}"));
+        assert!(records[2].ends_with("\"ATTRS\":{}}\n"), "{}", records[2]);
+        let (_, pretty) = output(&f, &["-a", "--json=pretty", DISK]);
+        assert!(
+            pretty.starts_with("\u{1e}{\n        \"DEVPATH\" : "),
+            "{pretty}"
+        );
+        assert!(
+            pretty.contains("\"ATTR\" : {\n                \"size\" : \"2048\"\n        }\n}\n"),
+            "{pretty}"
+        );
     }
 
     #[test]
