@@ -12,6 +12,10 @@
 //! | `exit`             | `ok`                                          |
 //! | `log-level <lvl>`  | `ok`                                          |
 //! | `status`           | `ok key=value ...`                            |
+//! | `stop-exec-queue`  | `ok` (queued events wait until started again) |
+//! | `start-exec-queue` | `ok`                                          |
+//! | `children-max <n>` | `ok <events run at once>` (0: as many as workers) |
+//! | `property <K>=<V>` | `ok` (added to every event; `K=` removes it)  |
 //!
 //! A request the daemon cannot serve is answered `error <why>`.
 //!
@@ -68,10 +72,24 @@ pub enum Request {
     Exit,
     LogLevel(Level),
     Status,
+    StopExecQueue,
+    StartExecQueue,
+    ChildrenMax(usize),
+    /// A property every event gets; an empty value removes it.
+    Property(String, String),
 }
 
 impl Request {
     pub fn parse(line: &str) -> Result<Request, String> {
+        // Its value may hold spaces: the rest of the line is the argument.
+        if let Some(kv) = line.strip_prefix("property ") {
+            return match kv.split_once('=') {
+                Some((k, v)) if !k.is_empty() && !k.contains(char::is_whitespace) => {
+                    Ok(Request::Property(k.to_string(), v.to_string()))
+                }
+                _ => Err(format!("property takes KEY=VALUE, not '{kv}'")),
+            };
+        }
         let mut words = line.split_whitespace();
         let verb = words.next().ok_or("empty request")?;
         let arg = words.next();
@@ -84,6 +102,14 @@ impl Request {
             "reload" => Request::Reload,
             "exit" => Request::Exit,
             "status" => Request::Status,
+            "stop-exec-queue" => Request::StopExecQueue,
+            "start-exec-queue" => Request::StartExecQueue,
+            "children-max" => Request::ChildrenMax(
+                needs_arg()?
+                    .parse()
+                    .map_err(|_| "children-max takes a number".to_string())?,
+            ),
+            "property" => return Err("property takes KEY=VALUE".to_string()),
             "settle" => Request::Settle(Duration::from_millis(
                 needs_arg()?
                     .parse()
@@ -98,7 +124,12 @@ impl Request {
         if arg.is_some()
             && matches!(
                 request,
-                Request::Ping | Request::Reload | Request::Exit | Request::Status
+                Request::Ping
+                    | Request::Reload
+                    | Request::Exit
+                    | Request::Status
+                    | Request::StopExecQueue
+                    | Request::StartExecQueue
             )
         {
             return Err(format!("'{verb}' takes no argument"));
@@ -116,6 +147,10 @@ impl fmt::Display for Request {
             Request::Exit => f.write_str("exit"),
             Request::LogLevel(l) => write!(f, "log-level {}", l.as_str()),
             Request::Status => f.write_str("status"),
+            Request::StopExecQueue => f.write_str("stop-exec-queue"),
+            Request::StartExecQueue => f.write_str("start-exec-queue"),
+            Request::ChildrenMax(n) => write!(f, "children-max {n}"),
+            Request::Property(k, v) => write!(f, "property {k}={v}"),
         }
     }
 }
@@ -274,9 +309,19 @@ mod tests {
             Request::Exit,
             Request::LogLevel(Level::Debug),
             Request::Status,
+            Request::StopExecQueue,
+            Request::StartExecQueue,
+            Request::ChildrenMax(4),
+            Request::Property("FOO".into(), "a b=c".into()),
+            Request::Property("FOO".into(), String::new()),
         ] {
             assert_eq!(Request::parse(&r.to_string()), Ok(r));
         }
+        assert!(Request::parse("property FOO").is_err());
+        assert!(Request::parse("property =x").is_err());
+        assert!(Request::parse("property").is_err());
+        assert!(Request::parse("children-max many").is_err());
+        assert!(Request::parse("stop-exec-queue now").is_err());
         assert!(Request::parse("settle")
             .unwrap_err()
             .contains("needs an argument"));

@@ -447,6 +447,26 @@ impl Daemon {
                 crate::set_log_level(level);
                 conn.reply(&Reply::Ok(String::new()));
             }
+            Request::StopExecQueue => {
+                log::info!("control: events are queued but not started until told to start");
+                self.queue.set_paused(true);
+                conn.reply(&Reply::Ok(String::new()));
+            }
+            Request::StartExecQueue => {
+                log::info!("control: starting queued events again");
+                self.queue.set_paused(false);
+                conn.reply(&Reply::Ok(String::new()));
+            }
+            Request::ChildrenMax(n) => {
+                let effective = self.queue.set_limit(n);
+                log::info!("control: children max {n}: at most {effective} events run at once");
+                conn.reply(&Reply::Ok(effective.to_string()));
+            }
+            Request::Property(key, value) => {
+                log::info!("control: property {key}={value} for every event");
+                self.processor.set_global(key.as_bytes(), value.as_bytes());
+                conn.reply(&Reply::Ok(String::new()));
+            }
             Request::Status => {
                 let (pending, running) = self.queue.status();
                 let p = &self.processor;

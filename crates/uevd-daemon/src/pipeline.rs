@@ -27,8 +27,8 @@ use uevd_sysfs::{Device, Sysfs};
 use uevd_timeline::{
     now, BuiltinRecord, Entry, EventRecord, Journal, LineRecord, ProgramRecord, Step,
 };
-use uevd_uevent::Action;
 use uevd_uevent::Properties;
+use uevd_uevent::{Action, Uevent};
 
 /// What uevd remembers about a device it has processed, so that neither
 /// a change nor a remove has to read the database back.
@@ -65,6 +65,9 @@ pub struct Processor {
     unclaimed: Mutex<HashSet<DeviceId>>,
     pub processed: AtomicU64,
     pub failed: AtomicU64,
+    /// Properties every event gets before its rules run (`udevadm control
+    /// --property=KEY=VALUE`), in the order they were set.
+    globals: RwLock<Vec<(Vec<u8>, Vec<u8>)>>,
 }
 
 /// Times the steps of one event.
@@ -183,6 +186,7 @@ impl Processor {
             },
             known: Mutex::default(),
             processed: AtomicU64::new(0),
+            globals: RwLock::new(Vec::new()),
             failed: AtomicU64::new(0),
         }
     }
@@ -190,6 +194,41 @@ impl Processor {
     /// The rules in force; an event keeps the set it started with.
     pub fn rules(&self) -> Arc<Rules> {
         self.rules.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Sets a property for every event from now on; an empty value
+    /// removes it.
+    pub fn set_global(&self, key: &[u8], value: &[u8]) {
+        let mut g = self.globals.write().unwrap_or_else(|p| p.into_inner());
+        g.retain(|(k, _)| k != key);
+        if !value.is_empty() {
+            g.push((key.to_vec(), value.to_vec()));
+        }
+    }
+
+    /// The event with the global properties in it (they win over the
+    /// kernel's of the same name, as in udevd).
+    fn with_globals(&self, event: Uevent) -> Uevent {
+        let g = self.globals.read().unwrap_or_else(|p| p.into_inner());
+        if g.is_empty() {
+            return event;
+        }
+        let mut buf = Vec::new();
+        let mut push = |k: &[u8], v: &[u8]| {
+            buf.extend_from_slice(k);
+            buf.push(b'=');
+            buf.extend_from_slice(v);
+            buf.push(0);
+        };
+        for (k, v) in event.iter() {
+            if !g.iter().any(|(gk, _)| gk == k) {
+                push(k, v);
+            }
+        }
+        for (k, v) in g.iter() {
+            push(k, v);
+        }
+        Uevent::parse_properties(&buf).unwrap_or(event)
     }
 
     /// Puts new rules in force for the events that start from now on.
@@ -221,7 +260,10 @@ impl Processor {
     pub fn process(&self, worker: usize, id: EventId, job: Job) {
         let started = now();
         let mut clock = Clock::new(self.journal.enabled());
-        let device = Rc::new(Device::from_event(&self.sysfs, job.event));
+        let device = Rc::new(Device::from_event(
+            &self.sysfs,
+            self.with_globals(job.event),
+        ));
         let result = match device.event().action() {
             Action::Remove => self.remove(&device, &mut clock),
             _ => self.update(&device, &mut clock),
@@ -655,5 +697,41 @@ impl uevd_rules::Store for Processor {
         } else {
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod globals_tests {
+    use super::*;
+
+    #[test]
+    fn global_properties_join_every_event_and_win_over_the_kernels() {
+        let tmp = tempfile::tempdir().unwrap();
+        for d in ["sys", "dev", "run/udev"] {
+            std::fs::create_dir_all(tmp.path().join(d)).unwrap();
+        }
+        let p = Processor::new(
+            Sysfs::new(tmp.path().join("sys")),
+            DevDir::open(tmp.path().join("dev")).unwrap(),
+            Database::open(tmp.path().join("run/udev")).unwrap(),
+            None,
+            Journal::disabled(),
+            Rules::empty(),
+        );
+        let ev = || {
+            Uevent::parse_properties(b"ACTION=add\0DEVPATH=/devices/x\0SUBSYSTEM=net\0FOO=kernel\0")
+                .unwrap()
+        };
+        assert_eq!(p.with_globals(ev()).get(b"FOO"), Some(&b"kernel"[..]));
+        p.set_global(b"FOO", b"mine");
+        p.set_global(b"BAR", b"a b");
+        let e = p.with_globals(ev());
+        assert_eq!(e.get(b"FOO"), Some(&b"mine"[..]));
+        assert_eq!(e.get(b"BAR"), Some(&b"a b"[..]));
+        assert_eq!(e.devpath(), b"/devices/x");
+        p.set_global(b"FOO", b"");
+        let e = p.with_globals(ev());
+        assert_eq!(e.get(b"FOO"), Some(&b"kernel"[..]));
+        assert_eq!(e.get(b"BAR"), Some(&b"a b"[..]));
     }
 }

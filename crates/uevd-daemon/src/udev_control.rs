@@ -120,13 +120,16 @@ fn serve(mut conn: Connection, handoff: &Handoff, queue: &WorkQueue<Job>) {
                 }
                 Err(_) => log::warn!("udev control: children max {n} is negative; ignored"),
             },
-            // udevd adds such properties to every event; uevd's rules
-            // engine has no place for them yet, so say so rather than
-            // pretend.
-            Message::SetEnv(kv) => log::warn!(
-                "udev control: global property '{}' not applied: uevd does not support global properties",
-                String::from_utf8_lossy(&kv)
-            ),
+            // Added to every event from now on, as udevd does.
+            Message::SetEnv(kv) => {
+                let kv = String::from_utf8_lossy(&kv).into_owned();
+                match kv.split_once('=') {
+                    Some((k, v)) if !k.is_empty() => {
+                        ask(handoff, Request::Property(k.to_string(), v.to_string()))
+                    }
+                    _ => log::warn!("udev control: property '{kv}' is not KEY=VALUE"),
+                }
+            }
         }
     }
 }

@@ -85,6 +85,11 @@ enum Command {
     Settle(settle::Options),
     /// Print kernel events and processed events as they happen.
     Monitor(monitor::Options),
+    /// Wait until devices are processed by the daemon (or removed).
+    Wait(wait::Options),
+    /// Run a command holding exclusive BSD locks on whole block devices, so
+    /// that the device manager does not probe them meanwhile.
+    Lock(lock::Options),
     /// Talk to the running daemon.
     Control(control::Options),
     /// Run the rules for one device and print what they decide, changing
@@ -95,6 +100,9 @@ enum Command {
     Process(process::Options),
     /// Check rules files for errors without running them.
     Verify(verify::Options),
+    /// Print the rules files (or udev.conf) as udev reads them, in its
+    /// order, each under a `# /path` header.
+    Cat(cat::Options),
     /// Print what sysfs and the database say about devices, as udevadm
     /// info does.
     Info(info::Options),
@@ -140,11 +148,14 @@ fn main() -> ExitCode {
         Command::Trigger(o) => trigger::run(&cli.roots, o),
         Command::Settle(o) => settle::run(&cli.roots, o),
         Command::Monitor(o) => monitor::run(o),
+        Command::Wait(o) => wait::run(&cli.roots, o),
+        Command::Lock(o) => lock::run(&cli.roots, o),
         Command::Control(o) => control::run(&cli.roots, o),
         Command::Test(o) => test::run(&cli.roots, o),
         Command::Process(o) => process::run(&cli.roots, o),
         Command::Verify(o) => verify::run(&cli.roots, o),
         Command::Info(o) => info::run(&cli.roots, o),
+        Command::Cat(o) => cat::run(&cli.roots, o),
         Command::Builtin(o) => builtin::run(&cli.roots, o),
         Command::Graph(o) => graph::run(o),
         Command::Stats(o) => stats::run(o),

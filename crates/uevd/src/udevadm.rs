@@ -232,7 +232,8 @@ pub fn translate(argv: &[OsString]) -> Result<Vec<OsString>, String> {
         Some(vec!["uevd".into(), flag.into()])
     };
     match command.as_str() {
-        "info" | "trigger" | "settle" | "control" | "monitor" | "test" | "test-builtin" => {
+        "info" | "trigger" | "settle" | "control" | "monitor" | "test" | "test-builtin"
+        | "verify" | "cat" | "wait" | "lock" => {
             if let Some(out) = common(rest) {
                 if out[1] == "--help" {
                     let sub = if command == "test-builtin" {
@@ -255,9 +256,13 @@ pub fn translate(argv: &[OsString]) -> Result<Vec<OsString>, String> {
         "monitor" => monitor(rest),
         "test" => test(rest),
         "test-builtin" => test_builtin(rest),
+        "verify" => verify(rest),
+        "cat" => cat(rest),
+        "wait" => wait(rest),
+        "lock" => lock(rest),
         "version" => Ok(vec!["uevd".into(), COMPAT_VERSION.into()]),
         "help" => Ok(vec!["uevd".into(), "--help".into()]),
-        "hwdb" | "wait" | "lock" | "verify" | "cat" => Err(format!(
+        "hwdb" => Err(format!(
             "udevadm {command}: uevd has no equivalent of this command"
         )),
         _ => Err(format!("udevadm: unknown command '{command}'")),
@@ -285,6 +290,18 @@ const INFO: &[Spec] = &[
         "wait-for-initialization",
     ),
     opt(None, &["no-pager"], N, "no-pager"),
+    opt(None, &["json"], V, "json"),
+    opt(None, &["subsystem-match"], V, "subsystem-match"),
+    opt(None, &["subsystem-nomatch"], V, "subsystem-nomatch"),
+    opt(None, &["attr-match"], V, "attr-match"),
+    opt(None, &["attr-nomatch"], V, "attr-nomatch"),
+    opt(None, &["property-match"], V, "property-match"),
+    opt(None, &["tag-match"], V, "tag-match"),
+    opt(None, &["sysname-match"], V, "sysname-match"),
+    opt(None, &["name-match"], V, "name-match"),
+    opt(None, &["parent-match"], V, "parent-match"),
+    opt(None, &["initialized-match"], N, "initialized-match"),
+    opt(None, &["initialized-nomatch"], N, "initialized-nomatch"),
 ];
 
 fn info(args: &[OsString]) -> Result<Vec<OsString>, String> {
@@ -335,35 +352,26 @@ const TRIGGER: &[Spec] = &[
     opt(None, &["wait-daemon"], O, "wait-daemon"),
     opt(None, &["uuid"], N, "uuid"),
     opt(None, &["prioritized-subsystem"], V, "prioritized-subsystem"),
+    opt(None, &["include-parents"], N, "include-parents"),
 ];
 
 fn trigger(args: &[OsString]) -> Result<Vec<OsString>, String> {
     let mut out = Out::command("trigger");
+    let mut operands = Vec::new();
     for item in getopt("udevadm trigger", TRIGGER, args)? {
         match item {
-            Item::Opt(
-                id @ ("type" | "action" | "subsystem-match" | "subsystem-nomatch" | "attr-match"
-                | "attr-nomatch" | "tag-match" | "sysname-match"),
-                Some(v),
-            ) => out.with(id, &v),
-            Item::Opt(id @ ("verbose" | "dry-run" | "settle" | "uuid"), None) => {
-                out.arg(&format!("--{id}"))
+            Item::Opt("wait-daemon", Some(v)) => {
+                let secs = parse_seconds(&text(&v)).ok_or_else(|| {
+                    format!("udevadm trigger: bad --wait-daemon timeout '{}'", text(&v))
+                })?;
+                out.with("wait-daemon", secs.to_string().as_bytes());
             }
-            // Failures are logged as warnings and change nothing else.
-            Item::Opt("quiet", _) => {}
-            // Only the order events are asked for in; all are asked for.
-            Item::Opt("prioritized-subsystem", _) => {}
-            Item::Opt(id, _) => {
-                return Err(format!("udevadm trigger: uevd trigger has no --{id} yet"))
-            }
-            Item::Operand(o) => {
-                return Err(format!(
-                    "udevadm trigger: uevd trigger takes no devices ('{}'); use its match options",
-                    text(&o)
-                ))
-            }
+            Item::Opt(id, Some(v)) => out.with(id, &v),
+            Item::Opt(id, None) => out.arg(&format!("--{id}")),
+            Item::Operand(o) => operands.push(o),
         }
     }
+    out.operands(operands);
     Ok(out.0)
 }
 
@@ -458,37 +466,31 @@ fn log_level(v: &str) -> Option<&'static str> {
 }
 
 fn control(args: &[OsString]) -> Result<Vec<OsString>, String> {
-    let mut requests: Vec<Vec<OsString>> = Vec::new();
+    let mut out = Out::command("control");
+    let mut asked = false;
     for item in getopt("udevadm control", CONTROL, args)? {
-        let request = match item {
-            Item::Opt("exit", _) => vec!["--exit".into()],
-            Item::Opt("reload", _) => vec!["--reload".into()],
-            Item::Opt("ping", _) => vec!["--ping".into()],
+        match item {
             Item::Opt("log-level", Some(v)) => {
                 let level = log_level(&text(&v))
                     .ok_or_else(|| format!("udevadm control: bad log level '{}'", text(&v)))?;
-                vec![format!("--log-level={level}").into()]
+                out.arg(&format!("--log-level={level}"));
             }
-            // uevd sizes its worker pool at start (daemon --workers); the
-            // control socket has its own fixed timeout.
-            Item::Opt("children-max" | "timeout", _) => continue,
-            Item::Opt(id, _) => {
-                return Err(format!("udevadm control: uevd control has no --{id} yet"))
+            Item::Opt("timeout", Some(v)) => {
+                let secs = parse_seconds(&text(&v))
+                    .ok_or_else(|| format!("udevadm control: bad timeout '{}'", text(&v)))?;
+                out.with("timeout", secs.to_string().as_bytes());
+                continue;
             }
+            Item::Opt(id, Some(v)) => out.with(id, &v),
+            Item::Opt(id, None) => out.arg(&format!("--{id}")),
             Item::Operand(o) => return Err(extra_argument("control", &o)),
-        };
-        requests.push(request);
+        }
+        asked = true;
     }
-    requests.dedup();
-    let request = match requests.len() {
-        // Only tuning asked for: what is left to check is that the daemon
-        // answers, as udevadm's message would have needed.
-        0 => vec!["--ping".into()],
-        1 => requests.remove(0),
-        _ => return Err("udevadm control: uevd control takes one request at a time".to_string()),
-    };
-    let mut out = Out::command("control");
-    out.0.extend(request);
+    if !asked {
+        // Only a timeout: what is left to check is that the daemon answers.
+        out.arg("--ping");
+    }
     Ok(out.0)
 }
 
@@ -563,6 +565,158 @@ fn test_builtin(args: &[OsString]) -> Result<Vec<OsString>, String> {
     Ok(out.0)
 }
 
+const VERIFY: &[Spec] = &[
+    opt(Some(b'N'), &["resolve-names"], V, "resolve-names"),
+    opt(None, &["root"], V, "root"),
+    opt(None, &["no-summary"], N, "no-summary"),
+    opt(None, &["no-style"], N, "no-style"),
+];
+
+/// `udevadm verify [-N WHEN] [--root=DIR] [--no-summary] [--no-style]
+/// [FILE...]`: the same options on `uevd verify`, `-N` as uevd's global
+/// `--resolve-names`.
+fn verify(args: &[OsString]) -> Result<Vec<OsString>, String> {
+    let mut global = Out::new();
+    let mut sub = Vec::new();
+    let mut operands = Vec::new();
+    for item in getopt("udevadm verify", VERIFY, args)? {
+        match item {
+            Item::Opt("resolve-names", Some(v)) => global.with("resolve-names", &v),
+            Item::Opt(id, Some(v)) => sub.push(long_with(id, &v)),
+            Item::Opt(id, None) => sub.push(format!("--{id}").into()),
+            Item::Operand(o) => operands.push(o),
+        }
+    }
+    global.arg("verify");
+    global.0.extend(sub);
+    global.operands(operands);
+    Ok(global.0)
+}
+
+const CAT: &[Spec] = &[
+    opt(None, &["root"], V, "root"),
+    opt(None, &["tldr"], N, "tldr"),
+    opt(None, &["config"], N, "config"),
+];
+
+/// `udevadm cat [--root=DIR] [--tldr] [--config] [FILE...]`, the same on
+/// `uevd cat`.
+fn cat(args: &[OsString]) -> Result<Vec<OsString>, String> {
+    let mut out = Out::command("cat");
+    let mut operands = Vec::new();
+    for item in getopt("udevadm cat", CAT, args)? {
+        match item {
+            Item::Opt(id, Some(v)) => out.with(id, &v),
+            Item::Opt(id, None) => out.arg(&format!("--{id}")),
+            Item::Operand(o) => operands.push(o),
+        }
+    }
+    out.operands(operands);
+    Ok(out.0)
+}
+
+const WAIT: &[Spec] = &[
+    opt(Some(b't'), &["timeout"], V, "timeout"),
+    opt(None, &["initialized"], V, "initialized"),
+    opt(None, &["removed"], N, "removed"),
+    opt(None, &["settle"], N, "settle"),
+];
+
+/// `udevadm wait [-t SECONDS] [--initialized=BOOL] [--removed] [--settle]
+/// DEVICE...` as `uevd wait`, the timeout in seconds ("infinity": none).
+fn wait(args: &[OsString]) -> Result<Vec<OsString>, String> {
+    let mut out = Out::command("wait");
+    let mut operands = Vec::new();
+    for item in getopt("udevadm wait", WAIT, args)? {
+        match item {
+            Item::Opt("timeout", Some(v)) if text(&v) == "infinity" => {}
+            Item::Opt("timeout", Some(v)) => {
+                let secs = parse_seconds(&text(&v))
+                    .ok_or_else(|| format!("udevadm wait: bad timeout '{}'", text(&v)))?;
+                out.with("timeout", secs.to_string().as_bytes());
+            }
+            Item::Opt(id, Some(v)) => out.with(id, &v),
+            Item::Opt(id, None) => out.arg(&format!("--{id}")),
+            Item::Operand(o) => operands.push(o),
+        }
+    }
+    if operands.is_empty() {
+        return Err("udevadm wait: expected at least one device".to_string());
+    }
+    out.operands(operands);
+    Ok(out.0)
+}
+
+const LOCK: &[Spec] = &[
+    opt(Some(b'd'), &["device"], V, "device"),
+    opt(Some(b'b'), &["backing"], V, "backing"),
+    opt(Some(b't'), &["timeout"], V, "timeout"),
+    opt(Some(b'p'), &["print"], N, "print"),
+];
+
+/// `udevadm lock [-d DEVICE]... [-b PATH]... [-t SECONDS] [-p] COMMAND...`
+/// as `uevd lock`. Options end at the command: its own options are its
+/// own (udevadm's getopt stops at the first operand there).
+fn lock(args: &[OsString]) -> Result<Vec<OsString>, String> {
+    let split = lock_command_start(args)?;
+    let mut out = Out::command("lock");
+    for item in getopt("udevadm lock", LOCK, &args[..split])? {
+        match item {
+            Item::Opt("timeout", Some(v)) if text(&v) == "infinity" => {}
+            Item::Opt("timeout", Some(v)) => {
+                let secs = parse_seconds(&text(&v))
+                    .ok_or_else(|| format!("udevadm lock: bad timeout '{}'", text(&v)))?;
+                out.with("timeout", secs.to_string().as_bytes());
+            }
+            Item::Opt(id, Some(v)) => out.with(id, &v),
+            Item::Opt(id, None) => out.arg(&format!("--{id}")),
+            Item::Operand(_) => unreachable!("operands start the command"),
+        }
+    }
+    let command = &args[split..];
+    let command = command
+        .strip_prefix(&[OsString::from("--")][..])
+        .unwrap_or(command);
+    if !command.is_empty() {
+        out.arg("--");
+        out.0.extend(command.iter().cloned());
+    }
+    Ok(out.0)
+}
+
+/// Where the command starts in `udevadm lock`'s arguments: at the first
+/// word that is neither an option nor an option's value, or at `--`.
+fn lock_command_start(args: &[OsString]) -> Result<usize, String> {
+    let mut i = 0;
+    while let Some(a) = args.get(i).map(|a| a.as_bytes()) {
+        if a == b"--" || !a.starts_with(b"-") || a == b"-" {
+            return Ok(i);
+        }
+        let takes_value = if let Some(long) = a.strip_prefix(b"--") {
+            let name = String::from_utf8_lossy(long.split(|&c| c == b'=').next().unwrap_or(b""));
+            let spec = find_long("udevadm lock", LOCK, &name)?;
+            spec.takes == V && !long.contains(&b'=')
+        } else {
+            // Bundled short options: a value-taking one takes the rest of
+            // the word, or the next word.
+            let mut next = false;
+            for (j, c) in a[1..].iter().enumerate() {
+                let spec = LOCK
+                    .iter()
+                    .find(|s| s.short == Some(*c))
+                    .ok_or_else(|| format!("udevadm lock: invalid option -- '{}'", *c as char))?;
+                if spec.takes == V {
+                    next = j + 2 == a.len();
+                    break;
+                }
+            }
+            next
+        };
+        i += if takes_value { 2 } else { 1 };
+    }
+    Ok(i.min(args.len()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -626,12 +780,12 @@ mod tests {
         // systemd-udev-trigger.service.
         assert_eq!(
             ok("udevadm trigger --type=all --action=add --prioritized-subsystem=module,block,tpmrm,net,tty,input"),
-            "uevd trigger --type=all --action=add"
+            "uevd trigger --type=all --action=add --prioritized-subsystem=module,block,tpmrm,net,tty,input"
         );
         // systemd-udevd.service ExecReload.
         assert_eq!(
             ok("udevadm control --reload --timeout 0"),
-            "uevd control --reload"
+            "uevd control --reload --timeout=0"
         );
         assert_eq!(
             ok("udevadm control --reload-rules"),
@@ -651,7 +805,7 @@ mod tests {
             ok("udevadm trigger -c add -t devices -s net -S block -a address=00* -A flags -g seat -y eth0 -n -v -w -q --uuid"),
             "uevd trigger --action=add --type=devices --subsystem-match=net --subsystem-nomatch=block \
              --attr-match=address=00* --attr-nomatch=flags --tag-match=seat --sysname-match=eth0 \
-             --dry-run --verbose --settle --uuid"
+             --dry-run --verbose --settle --quiet --uuid"
         );
         // Bundled short options and attached values.
         assert_eq!(
@@ -664,16 +818,19 @@ mod tests {
             "uevd trigger --action=add --subsystem-match=net"
         );
         assert!(err("udevadm trigger --s net").contains("ambiguous"));
-        for missing in [
-            "udevadm trigger -p ID_BTRFS_READY=0",
-            "udevadm trigger --parent-match=/sys/devices/x",
-            "udevadm trigger --name-match=/dev/sda",
-            "udevadm trigger --initialized-match",
-            "udevadm trigger --wait-daemon=5",
-        ] {
-            assert!(err(missing).contains("has no --"), "{missing}");
-        }
-        assert!(err("udevadm trigger /dev/input/event3").contains("takes no devices"));
+        assert_eq!(
+            ok("udevadm trigger -p ID_BTRFS_READY=0 -b /sys/devices/x --name-match=/dev/sda \
+                --initialized-match --initialized-nomatch --include-parents --wait-daemon=1min \
+                --prioritized-subsystem=block,net -q /dev/sdb /sys/class/net/lo"),
+            "uevd trigger --property-match=ID_BTRFS_READY=0 --parent-match=/sys/devices/x \
+             --name-match=/dev/sda --initialized-match --initialized-nomatch --include-parents \
+             --wait-daemon=60 --prioritized-subsystem=block,net --quiet -- /dev/sdb /sys/class/net/lo"
+        );
+        assert_eq!(
+            ok("udevadm trigger --wait-daemon"),
+            "uevd trigger --wait-daemon"
+        );
+        assert!(err("udevadm trigger --wait-daemon=soon").contains("bad --wait-daemon"));
         assert!(err("udevadm trigger --action").contains("requires an argument"));
         assert!(err("udevadm trigger --verbose=1").contains("doesn't allow"));
     }
@@ -720,25 +877,88 @@ mod tests {
             "uevd control --log-level=warning"
         );
         assert!(err("udevadm control -l loud").contains("bad log level"));
-        // Tuning alone: still make sure the daemon answers.
         assert_eq!(
             ok("udevadm control --children-max=4"),
-            "uevd control --ping"
+            "uevd control --children-max=4"
         );
-        assert_eq!(ok("udevadm control -m 4 -t 5 -e"), "uevd control --exit");
+        assert_eq!(
+            ok("udevadm control -m 4 -t 5 -e"),
+            "uevd control --children-max=4 --timeout=5 --exit"
+        );
         assert_eq!(
             ok("udevadm control --timeout=30 --exit"),
-            "uevd control --exit"
+            "uevd control --timeout=30 --exit"
         );
-        assert!(err("udevadm control --reload --exit").contains("one request"));
-        for missing in [
-            "udevadm control -s",
-            "udevadm control --start-exec-queue",
-            "udevadm control -p FOO=bar",
-            "udevadm control --env=FOO=bar",
-        ] {
-            assert!(err(missing).contains("has no --"), "{missing}");
-        }
+        assert_eq!(
+            ok("udevadm control -t 1min"),
+            "uevd control --timeout=60 --ping"
+        );
+        assert_eq!(
+            ok("udevadm control --reload --exit"),
+            "uevd control --reload --exit"
+        );
+        assert_eq!(
+            ok("udevadm control -s -S -p FOO=bar --env=X=1"),
+            "uevd control --stop-exec-queue --start-exec-queue --property=FOO=bar --property=X=1"
+        );
+        assert!(err("udevadm control -t soon").contains("bad timeout"));
+    }
+
+    #[test]
+    fn verify_options() {
+        assert_eq!(ok("udevadm verify"), "uevd verify");
+        assert_eq!(
+            ok("udevadm verify -N never --root=/img --no-summary --no-style a.rules b.rules"),
+            "uevd --resolve-names=never verify --root=/img --no-summary --no-style -- a.rules b.rules"
+        );
+        assert_eq!(
+            ok("udevadm verify --resolve-names early --root /img"),
+            "uevd --resolve-names=early verify --root=/img"
+        );
+        assert_eq!(ok("udevadm verify -h"), "uevd verify --help");
+        assert!(err("udevadm verify --bogus").contains("unrecognized"));
+    }
+
+    #[test]
+    fn cat_options() {
+        assert_eq!(ok("udevadm cat"), "uevd cat");
+        assert_eq!(
+            ok("udevadm cat --root /img --tldr 50-udev-default.rules"),
+            "uevd cat --root=/img --tldr -- 50-udev-default.rules"
+        );
+        assert_eq!(ok("udevadm cat --config"), "uevd cat --config");
+        assert_eq!(ok("udevadm cat --help"), "uevd cat --help");
+    }
+
+    #[test]
+    fn wait_options() {
+        assert_eq!(
+            ok("udevadm wait -t 1min --initialized=no --removed --settle /dev/sda /sys/class/net/lo"),
+            "uevd wait --timeout=60 --initialized=no --removed --settle -- /dev/sda /sys/class/net/lo"
+        );
+        assert_eq!(
+            ok("udevadm wait --timeout infinity /dev/sda"),
+            "uevd wait -- /dev/sda"
+        );
+        assert!(err("udevadm wait --settle").contains("at least one device"));
+        assert!(err("udevadm wait -t soon /dev/sda").contains("bad timeout"));
+    }
+
+    #[test]
+    fn lock_options() {
+        assert_eq!(
+            ok("udevadm lock --device=/dev/sda1 -d /dev/sdb -b /srv -t 5 mkfs.ext4 -F /dev/sda1"),
+            "uevd lock --device=/dev/sda1 --device=/dev/sdb --backing=/srv --timeout=5 -- mkfs.ext4 -F /dev/sda1"
+        );
+        assert_eq!(
+            ok("udevadm lock -p -d/dev/sda1"),
+            "uevd lock --print --device=/dev/sda1"
+        );
+        assert_eq!(
+            ok("udevadm lock -d /dev/sda --timeout infinity -- dd if=x of=/dev/sda"),
+            "uevd lock --device=/dev/sda -- dd if=x of=/dev/sda"
+        );
+        assert!(err("udevadm lock -x /dev/sda true").contains("invalid option"));
     }
 
     #[test]
@@ -812,7 +1032,23 @@ mod tests {
             ok("udevadm info /dev/sda -q path -- -odd"),
             "uevd info --query=path -- /dev/sda -odd"
         );
-        assert!(err("udevadm info --json=short /dev/sda").contains("unrecognized"));
+        assert_eq!(
+            ok("udevadm info --json=short /dev/sda"),
+            "uevd info --json=short -- /dev/sda"
+        );
+        assert_eq!(
+            ok(
+                "udevadm info -e --json pretty --subsystem-match=block --subsystem-nomatch=net \
+                --attr-match=size --attr-nomatch=ro=1 --property-match=ID_FS_TYPE=ext4 \
+                --tag-match=systemd --sysname-match=sd* --name-match=/dev/sda \
+                --parent-match=/sys/devices/pci0000:00 --initialized-match"
+            ),
+            "uevd info --export-db --json=pretty --subsystem-match=block --subsystem-nomatch=net \
+             --attr-match=size --attr-nomatch=ro=1 --property-match=ID_FS_TYPE=ext4 \
+             --tag-match=systemd --sysname-match=sd* --name-match=/dev/sda \
+             --parent-match=/sys/devices/pci0000:00 --initialized-match"
+        );
+        assert!(err("udevadm info --bogus /dev/sda").contains("unrecognized"));
     }
 
     #[test]
@@ -857,6 +1093,8 @@ mod tests {
             "udevadm trigger --type=subsystems --action=add",
             "udevadm trigger --type=all --action=add --prioritized-subsystem=module,block",
             "udevadm trigger -c add -t devices -s net -S block -a address -A flags=0x1* -g seat -y e* -n -v -w --uuid",
+            "udevadm trigger -p A=1 -b /sys/x --name-match=sda --initialized-nomatch --include-parents --wait-daemon -q /dev/sda",
+            "udevadm trigger --wait-daemon=3 --initialized-match",
             "udevadm settle --timeout=1min -E /run/x",
             "udevadm settle -t 0",
             "udevadm control --reload --timeout 0",
@@ -874,7 +1112,16 @@ mod tests {
             "udevadm info -d /etc/passwd -x",
             "udevadm info --cleanup-db",
             "udevadm info --export-db --no-pager",
+            "udevadm info --json=short /dev/sda",
+            "udevadm info -e --json=pretty --property-match=A=1 --initialized-nomatch --parent-match=/sys/x",
             "udevadm test -a remove -N never /sys/class/net/lo",
+            "udevadm verify -N never --root=/img --no-summary --no-style a.rules",
+            "udevadm cat --root=/img --tldr a.rules",
+            "udevadm cat --config",
+            "udevadm wait -t 5 --initialized=false --settle /dev/sda",
+            "udevadm wait --removed /sys/class/net/lo",
+            "udevadm lock -d /dev/sda -b /srv -t 0 mkfs.ext4 -F /dev/sda",
+            "udevadm lock --print --device=/dev/sda",
         ] {
             let args = tr(line).unwrap();
             if let Err(e) = crate::Cli::try_parse_from(&args) {

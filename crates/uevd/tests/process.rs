@@ -128,4 +128,36 @@ fn builtin_runs_on_several_devices_in_one_process() {
         .output()
         .unwrap();
     assert!(one.stdout.is_empty(), "no header for a single device");
+
+/// `udevadm verify` (uevd run under that name) checks the rules below
+/// `--root`, reports style issues and fails on them unless `--no-style`.
+#[test]
+fn udevadm_verify_reads_rules_below_root() {
+    let tmp = tempfile::tempdir().unwrap();
+    let udevadm = tmp.path().join("udevadm");
+    std::os::unix::fs::symlink(uevd(), &udevadm).unwrap();
+    let root = tmp.path().join("image");
+    let dir = root.join("etc/udev/rules.d");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("10-a.rules"), "KERNEL==\"a\",ENV{X}=\"1\"\n").unwrap();
+    let run = |args: &[&str]| Command::new(&udevadm).args(args).output().unwrap();
+    let root_arg = format!("--root={}", root.display());
+    let out = run(&["verify", &root_arg]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("10-a.rules:1:13: style: whitespace after comma is expected"),
+        "{err}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 files, 1 rules: 0 errors"));
+    let out = run(&[
+        "verify",
+        "-N",
+        "never",
+        &root_arg,
+        "--no-style",
+        "--no-summary",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
 }

@@ -158,7 +158,7 @@ fn udevadm_252_pings_reloads_and_sets_the_log_level() {
     // Only logged at debug level: the level took effect.
     assert!(log.contains("udev control: ping"), "{log}");
     assert!(log.contains("children max 2"), "{log}");
-    assert!(log.contains("'FOO=bar' not applied"), "{log}");
+    assert!(log.contains("property FOO=bar for every event"), "{log}");
 }
 
 #[test]

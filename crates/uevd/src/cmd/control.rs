@@ -1,13 +1,13 @@
-//! `uevd control`: reload, exit, log level, status.
+//! `uevd control`: reload, exit, log level, status, queue and properties.
 
 use crate::Roots;
 use std::io;
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 use uevd_control::{call, Level, Reply, Request};
 
 #[derive(clap::Args, Debug)]
-#[group(required = true, multiple = false)]
 pub struct Options {
     /// Drop cached rules and configuration.
     #[arg(short = 'R', long)]
@@ -24,34 +24,158 @@ pub struct Options {
     /// Check that the daemon answers.
     #[arg(long)]
     ping: bool,
+    /// Keep new events queued without starting them.
+    #[arg(short = 's', long)]
+    stop_exec_queue: bool,
+    /// Start queued events again.
+    #[arg(short = 'S', long)]
+    start_exec_queue: bool,
+    /// Run at most N events at once (0: as many as there are workers).
+    #[arg(short = 'm', long, value_name = "N")]
+    children_max: Option<usize>,
+    /// Give every event from now on this property (KEY= removes it).
+    #[arg(short = 'p', long, value_name = "KEY=VALUE")]
+    property: Vec<String>,
+    /// Seconds to wait for each answer.
+    #[arg(short = 't', long, value_name = "SECONDS", default_value_t = 30.0)]
+    timeout: f64,
+}
+
+/// The requests asked for, in the order they are sent (exit last).
+fn requests(o: &Options) -> Result<Vec<Request>, String> {
+    let mut out = Vec::new();
+    if let Some(l) = o.log_level {
+        out.push(Request::LogLevel(l));
+    }
+    if o.stop_exec_queue {
+        out.push(Request::StopExecQueue);
+    }
+    if o.start_exec_queue {
+        out.push(Request::StartExecQueue);
+    }
+    if o.reload {
+        out.push(Request::Reload);
+    }
+    for kv in &o.property {
+        match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() && !k.contains(char::is_whitespace) => {
+                out.push(Request::Property(k.to_string(), v.to_string()))
+            }
+            _ => return Err(format!("--property takes KEY=VALUE, not '{kv}'")),
+        }
+    }
+    if let Some(n) = o.children_max {
+        out.push(Request::ChildrenMax(n));
+    }
+    if o.ping {
+        out.push(Request::Ping);
+    }
+    if o.status {
+        out.push(Request::Status);
+    }
+    if o.exit {
+        out.push(Request::Exit);
+    }
+    if out.is_empty() {
+        return Err("nothing asked: give a request such as --ping or --reload".to_string());
+    }
+    Ok(out)
+}
+
+/// Why the daemon could not be asked, with the socket tried.
+pub(crate) fn explain(path: &Path, e: io::Error, timeout: Duration) -> io::Error {
+    let kind = e.kind();
+    let msg = match kind {
+        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
+            format!("no daemon is listening on {} ({e})", path.display())
+        }
+        io::ErrorKind::PermissionDenied => format!(
+            "not allowed to talk to the daemon on {} ({e}); its control socket is root's only",
+            path.display()
+        ),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => format!(
+            "the daemon on {} did not answer within {}s",
+            path.display(),
+            timeout.as_secs_f64()
+        ),
+        _ => format!("{}: {e}", path.display()),
+    };
+    io::Error::new(kind, msg)
 }
 
 pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
-    let request = if o.reload {
-        Request::Reload
-    } else if o.exit {
-        Request::Exit
-    } else if let Some(l) = o.log_level {
-        Request::LogLevel(l)
-    } else if o.status {
-        Request::Status
-    } else {
-        Request::Ping
-    };
-    match call(&roots.control(), &request, Duration::from_secs(30))? {
-        Reply::Ok(text) => {
-            if !text.is_empty() {
-                println!("{text}");
+    let requests = requests(&o).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let timeout = Duration::from_secs_f64(o.timeout.clamp(0.001, u32::MAX as f64));
+    let path = roots.control();
+    for request in &requests {
+        match call(&path, request, timeout).map_err(|e| explain(&path, e, timeout))? {
+            Reply::Ok(text) => {
+                if !text.is_empty() && matches!(request, Request::Status | Request::Reload) {
+                    println!("{text}");
+                }
             }
-            Ok(ExitCode::SUCCESS)
+            Reply::Timeout(n) => {
+                log::error!("{request}: timed out with {n} pending");
+                return Ok(ExitCode::from(1));
+            }
+            Reply::Error(e) => {
+                log::error!("{request}: {e}");
+                return Ok(ExitCode::from(1));
+            }
         }
-        Reply::Timeout(n) => {
-            log::error!("timed out with {n} pending");
-            Ok(ExitCode::from(1))
-        }
-        Reply::Error(e) => {
-            log::error!("{e}");
-            Ok(ExitCode::from(1))
-        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        o: Options,
+    }
+
+    fn parse(args: &[&str]) -> Result<Vec<Request>, String> {
+        let cli = Cli::try_parse_from(std::iter::once("control").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        requests(&cli.o)
+    }
+
+    #[test]
+    fn several_requests_go_in_udevadms_order_with_exit_last() {
+        assert_eq!(
+            parse(&["-e", "-p", "A=1 2", "-s", "-m", "3", "-R"]).unwrap(),
+            [
+                Request::StopExecQueue,
+                Request::Reload,
+                Request::Property("A".into(), "1 2".into()),
+                Request::ChildrenMax(3),
+                Request::Exit
+            ]
+        );
+        assert_eq!(parse(&["--ping", "-t", "2"]).unwrap(), [Request::Ping]);
+        assert!(parse(&["-t", "2"]).is_err(), "a request is needed");
+        assert!(parse(&["--property=NOVALUE"])
+            .unwrap_err()
+            .contains("KEY=VALUE"));
+    }
+
+    #[test]
+    fn errors_name_the_socket() {
+        let p = Path::new("/run/uevd/control");
+        let t = Duration::from_secs(5);
+        let e = explain(p, io::Error::from(io::ErrorKind::NotFound), t);
+        assert!(e
+            .to_string()
+            .starts_with("no daemon is listening on /run/uevd/control"));
+        let e = explain(p, io::Error::from(io::ErrorKind::PermissionDenied), t);
+        assert!(e
+            .to_string()
+            .contains("not allowed to talk to the daemon on /run/uevd/control"));
+        let e = explain(p, io::Error::from(io::ErrorKind::WouldBlock), t);
+        assert!(e.to_string().contains("did not answer within 5s"));
     }
 }

@@ -35,6 +35,18 @@ pub enum Query {
     All,
 }
 
+/// systemd 256's `--json=`: one JSON object per device instead of the
+/// `P:`/`E:` record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Json {
+    /// One line per device.
+    Short,
+    /// Indented, one key per line.
+    Pretty,
+    /// The usual record.
+    Off,
+}
+
 #[derive(clap::Args, Debug)]
 pub struct Options {
     /// What to print about the device.
@@ -89,26 +101,64 @@ pub struct Options {
     /// Accepted for udevadm's sake; uevd never pages.
     #[arg(long)]
     no_pager: bool,
+    /// Print each device (with --query=all or --export-db) as a JSON object.
+    #[arg(long, value_enum, value_name = "MODE")]
+    json: Option<Json>,
+    /// With --export-db: only devices of these subsystems (patterns).
+    #[arg(long, value_name = "SUBSYSTEM")]
+    subsystem_match: Vec<String>,
+    /// With --export-db: not devices of these subsystems.
+    #[arg(long, value_name = "SUBSYSTEM")]
+    subsystem_nomatch: Vec<String>,
+    /// With --export-db: only devices with this attribute (value).
+    #[arg(long, value_name = "ATTR[=VALUE]")]
+    attr_match: Vec<String>,
+    /// With --export-db: not devices with this attribute (value).
+    #[arg(long, value_name = "ATTR[=VALUE]")]
+    attr_nomatch: Vec<String>,
+    /// With --export-db: only devices with this property value (pattern);
+    /// with several, all.
+    #[arg(long, value_name = "KEY=VALUE")]
+    property_match: Vec<String>,
+    /// With --export-db: only devices with this tag; with several, all.
+    #[arg(long, value_name = "TAG")]
+    tag_match: Vec<String>,
+    /// With --export-db: only devices whose name matches (patterns).
+    #[arg(long, value_name = "NAME")]
+    sysname_match: Vec<String>,
+    /// With --export-db: this device (node or link below /dev) and those
+    /// below it.
+    #[arg(long, value_name = "NODE")]
+    name_match: Vec<PathBuf>,
+    /// With --export-db: this device (path below /sys) and those below it.
+    #[arg(long, value_name = "SYSPATH")]
+    parent_match: Vec<PathBuf>,
+    /// With --export-db: only devices the daemon has processed.
+    #[arg(long, conflicts_with = "initialized_nomatch")]
+    initialized_match: bool,
+    /// With --export-db: only devices the daemon has not processed.
+    #[arg(long)]
+    initialized_nomatch: bool,
     /// Devices: /sys paths, devpaths (/devices/...), nodes or their names.
     devices: Vec<PathBuf>,
 }
 
 /// What one device looks like to a libudev client.
 #[derive(Debug, Default)]
-struct Dev {
-    devpath: Vec<u8>,
+pub(crate) struct Dev {
+    pub(crate) devpath: Vec<u8>,
     subsystem: Option<Vec<u8>>,
-    devtype: Option<Vec<u8>>,
+    pub(crate) devtype: Option<Vec<u8>>,
     driver: Option<Vec<u8>>,
-    devnum: Option<(u32, u32)>,
+    pub(crate) devnum: Option<(u32, u32)>,
     ifindex: Option<u32>,
     /// Relative to /dev.
-    devname: Option<Vec<u8>>,
+    pub(crate) devname: Option<Vec<u8>>,
     diskseq: Option<Vec<u8>>,
-    properties: Vec<(Vec<u8>, Vec<u8>)>,
-    record: Option<Record>,
+    pub(crate) properties: Vec<(Vec<u8>, Vec<u8>)>,
+    pub(crate) record: Option<Record>,
     /// Whether the database has a file for it (libudev: "initialised").
-    initialized: bool,
+    pub(crate) initialized: bool,
 }
 
 fn set(props: &mut Vec<(Vec<u8>, Vec<u8>)>, key: &[u8], value: Vec<u8>) {
@@ -122,14 +172,14 @@ fn parse_u32(v: &[u8]) -> Option<u32> {
     std::str::from_utf8(v).ok()?.trim().parse().ok()
 }
 
-struct Ctx {
+pub(crate) struct Ctx {
     sysfs: Sysfs,
     db: Database,
     dev_root: PathBuf,
 }
 
 impl Ctx {
-    fn new(roots: &Roots) -> Ctx {
+    pub(crate) fn new(roots: &Roots) -> Ctx {
         Ctx {
             sysfs: Sysfs::new(&roots.sys),
             db: Database::open_read_only(roots.udev_dir()),
@@ -137,9 +187,17 @@ impl Ctx {
         }
     }
 
+    pub(crate) fn sysfs(&self) -> &Sysfs {
+        &self.sysfs
+    }
+
+    pub(crate) fn dev_root(&self) -> &Path {
+        &self.dev_root
+    }
+
     /// Reads a device (or a module, bus or driver) from sysfs and the
     /// database.
-    fn read(&self, devpath: &[u8]) -> io::Result<Dev> {
+    pub(crate) fn read(&self, devpath: &[u8]) -> io::Result<Dev> {
         let dir = self.sysfs.syspath(devpath);
         let is_device = devpath.starts_with(b"/devices/");
         let uevent = match fs::read(dir.join("uevent")) {
@@ -269,26 +327,45 @@ impl Ctx {
 
     /// Finds a device the ways udevadm does, and by devpath and bare node
     /// name too. `hint` says what a relative name is relative to.
-    fn find(&self, arg: &Path, hint: Hint) -> io::Result<Vec<u8>> {
+    pub(crate) fn find(&self, arg: &Path, hint: Hint) -> io::Result<Vec<u8>> {
         let sys = self.sysfs.root();
-        let found = if let Some(p) = rebase(arg, sys, "/sys") {
-            self.devpath_of_syspath(&p)
+        // Where the device was looked for, named in the error.
+        let (looked, found) = if let Some(p) = rebase(arg, sys, "/sys") {
+            let found = self.devpath_of_syspath(&p);
+            (p, found)
         } else if let Some(p) = rebase(arg, &self.dev_root, "/dev") {
-            self.devpath_of_node(&p)
-        } else if arg.is_absolute() {
-            // A devpath: /devices/..., /bus/..., /module/...
-            let rel = arg.strip_prefix("/").unwrap_or(arg);
-            self.devpath_of_syspath(&sys.join(rel))
+            let found = self.devpath_of_node(&p);
+            (p, found)
         } else {
-            match hint {
-                Hint::Sys => self.devpath_of_syspath(&sys.join(arg)),
-                Hint::Dev | Hint::Any => self.devpath_of_node(&self.dev_root.join(arg)),
-            }
+            let p = if arg.is_absolute() {
+                // A devpath: /devices/..., /bus/..., /module/...
+                sys.join(arg.strip_prefix("/").unwrap_or(arg))
+            } else {
+                match hint {
+                    Hint::Sys => sys.join(arg),
+                    Hint::Dev | Hint::Any => self.dev_root.join(arg),
+                }
+            };
+            let found = if p.starts_with(sys) {
+                self.devpath_of_syspath(&p)
+            } else {
+                self.devpath_of_node(&p)
+            };
+            (p, found)
         };
         found.ok_or_else(|| {
+            let why = if looked.exists() {
+                "not a device"
+            } else {
+                "No such device"
+            };
             io::Error::new(
                 io::ErrorKind::NotFound,
-                format!("Unknown device \"{}\": No such device", arg.display()),
+                format!(
+                    "Unknown device \"{}\": {why} (looked at {})",
+                    arg.display(),
+                    looked.display()
+                ),
             )
         })
     }
@@ -303,7 +380,7 @@ pub fn locate(roots: &Roots, arg: &Path) -> io::Result<Vec<u8>> {
 }
 
 #[derive(Clone, Copy)]
-enum Hint {
+pub(crate) enum Hint {
     Sys,
     Dev,
     Any,
@@ -311,7 +388,7 @@ enum Hint {
 
 /// `arg` as a path below `root`, when it is below `root` or below the
 /// usual place (`/sys`, `/dev`) that `root` stands in for.
-fn rebase(arg: &Path, root: &Path, usual: &str) -> Option<PathBuf> {
+pub(crate) fn rebase(arg: &Path, root: &Path, usual: &str) -> Option<PathBuf> {
     if arg.starts_with(root) {
         return Some(arg.to_path_buf());
     }
@@ -450,9 +527,68 @@ fn query(out: &mut impl Write, d: &Dev, o: &Options) -> io::Result<bool> {
                 }
             }
         }
-        Query::All => print_record(out, d, "")?,
+        Query::All => match o.json {
+            Some(mode @ (Json::Short | Json::Pretty)) => print_json(out, d, mode)?,
+            _ => print_record(out, d, "")?,
+        },
     }
     Ok(true)
+}
+
+/// A JSON string, from bytes that should be UTF-8.
+fn json_string(out: &mut String, v: &[u8]) {
+    out.push('"');
+    for c in String::from_utf8_lossy(v).chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// The JSON object systemd 256's `udevadm info --json=` prints for a
+/// device: SYSNAME, SYSNUM and DEVICE_ID (the database's name for it),
+/// then every property; later keys of the same name win.
+fn device_json(d: &Dev, mode: Json) -> String {
+    let name = sysname(&d.devpath);
+    let mut fields: Vec<(Vec<u8>, Vec<u8>)> = vec![(b"SYSNAME".to_vec(), name.clone())];
+    if let Some(n) = sysnum(&name) {
+        fields.push((b"SYSNUM".to_vec(), n.to_vec()));
+    }
+    if let Some(s) = &d.subsystem {
+        let id = DeviceId::new(s, &d.devpath, d.devnum, d.ifindex);
+        fields.push((b"DEVICE_ID".to_vec(), id.as_str().as_bytes().to_vec()));
+    }
+    for (k, v) in &d.properties {
+        set(&mut fields, k, v.clone());
+    }
+    let mut out = String::from("{");
+    for (i, (k, v)) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        if mode == Json::Pretty {
+            out.push_str("\n        ");
+        }
+        json_string(&mut out, k);
+        out.push_str(if mode == Json::Pretty { " : " } else { ":" });
+        json_string(&mut out, v);
+    }
+    if mode == Json::Pretty {
+        out.push('\n');
+    }
+    out.push_str("}\n");
+    out
+}
+
+fn print_json(out: &mut impl Write, d: &Dev, mode: Json) -> io::Result<()> {
+    out.write_all(device_json(d, mode).as_bytes())
 }
 
 /// The order libudev enumerates devices in: by devpath, but md and dm
@@ -493,18 +629,73 @@ impl Ctx {
     }
 }
 
-/// Whether `path` is `base` or below it, component-wise.
-fn under_path(path: &[u8], base: &[u8]) -> bool {
-    path.starts_with(base) && (path.len() == base.len() || path[base.len()] == b'/')
+use super::select::{self, under_path, Select};
+
+/// The devices `--export-db` shows, as its match options choose them.
+fn selection(ctx: &Ctx, o: &Options) -> io::Result<Select> {
+    let mut parent = Vec::new();
+    for n in &o.name_match {
+        parent.push(ctx.find(n, Hint::Dev)?);
+    }
+    for p in &o.parent_match {
+        parent.push(ctx.find(p, Hint::Sys)?);
+    }
+    let property = o
+        .property_match
+        .iter()
+        .map(|s| select::property_test(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    Ok(Select {
+        subsystem: select::patterns(&o.subsystem_match),
+        subsystem_not: select::patterns(&o.subsystem_nomatch),
+        sysname: select::patterns(&o.sysname_match),
+        attr: select::attr_tests(&o.attr_match),
+        attr_not: select::attr_tests(&o.attr_nomatch),
+        property,
+        property_all: true,
+        tag: o.tag_match.iter().map(|t| t.as_bytes().to_vec()).collect(),
+        parent,
+        initialized: if o.initialized_match {
+            Some(true)
+        } else if o.initialized_nomatch {
+            Some(false)
+        } else {
+            None
+        },
+    })
 }
 
-fn export_db(ctx: &Ctx, out: &mut impl Write) -> io::Result<()> {
+/// Whether any of `--export-db`'s match options is given.
+fn has_matches(o: &Options) -> bool {
+    !(o.subsystem_match.is_empty()
+        && o.subsystem_nomatch.is_empty()
+        && o.attr_match.is_empty()
+        && o.attr_nomatch.is_empty()
+        && o.property_match.is_empty()
+        && o.tag_match.is_empty()
+        && o.sysname_match.is_empty()
+        && o.name_match.is_empty()
+        && o.parent_match.is_empty())
+        || o.initialized_match
+        || o.initialized_nomatch
+}
+
+fn export_db(ctx: &Ctx, out: &mut impl Write, o: &Options) -> io::Result<()> {
+    let select = selection(ctx, o)?;
     let mut devpaths = ctx.devices(None)?;
     devpaths.sort_by(|a, b| enumeration_order(a, b));
     for dp in devpaths {
+        let dir = ctx.sysfs.syspath(&dp);
+        if !select.accepts(ctx, &dp, &dir) {
+            continue;
+        }
         // A device may go while the walk runs.
         if let Ok(d) = ctx.read(&dp) {
-            print_record(out, &d, "")?;
+            match o.json {
+                Some(mode @ (Json::Short | Json::Pretty)) => print_json(out, &d, mode)?,
+                _ => print_record(out, &d, "")?,
+            }
         }
     }
     Ok(())
@@ -598,6 +789,77 @@ fn attributes(dir: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
         .collect();
     out.sort();
     out
+}
+
+/// `--attribute-walk` with `--json=`: one object per device, the device
+/// first and then each parent, as a JSON text sequence (RFC 7464: each
+/// object after a record separator), as systemd 256 prints it.
+fn attribute_walk_json(
+    ctx: &Ctx,
+    out: &mut impl Write,
+    devpath: &[u8],
+    mode: Json,
+) -> io::Result<()> {
+    let mut current = devpath.to_vec();
+    let mut first = true;
+    loop {
+        let dir = ctx.sysfs.syspath(&current);
+        let (kernel, subsystem, driver, attr) = if first {
+            ("KERNEL", "SUBSYSTEM", "DRIVER", "ATTR")
+        } else {
+            ("KERNELS", "SUBSYSTEMS", "DRIVERS", "ATTRS")
+        };
+        let (nl, indent, inner, colon) = match mode {
+            Json::Pretty => ("\n", "        ", "                ", " : "),
+            _ => ("", "", "", ":"),
+        };
+        let mut text = String::from("\u{1e}{");
+        let field = |text: &mut String, key: &str, value: &[u8], last: bool| {
+            text.push_str(nl);
+            text.push_str(indent);
+            json_string(text, key.as_bytes());
+            text.push_str(colon);
+            json_string(text, value);
+            if !last {
+                text.push(',');
+            }
+        };
+        field(&mut text, "DEVPATH", &current, false);
+        field(&mut text, kernel, &sysname(&current), false);
+        let subsys = ctx.sysfs.subsystem_of(&current).unwrap_or_default();
+        field(&mut text, subsystem, &subsys, false);
+        let drv = link_basename(&dir.join("driver")).unwrap_or_default();
+        field(&mut text, driver, &drv, false);
+        text.push_str(nl);
+        text.push_str(indent);
+        json_string(&mut text, attr.as_bytes());
+        text.push_str(colon);
+        text.push('{');
+        let attrs = attributes(&dir);
+        for (i, (name, value)) in attrs.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            text.push_str(nl);
+            text.push_str(inner);
+            json_string(&mut text, name);
+            text.push_str(colon);
+            json_string(&mut text, value);
+        }
+        if !attrs.is_empty() {
+            text.push_str(nl);
+            text.push_str(indent);
+        }
+        text.push('}');
+        text.push_str(nl);
+        text.push_str("}\n");
+        out.write_all(text.as_bytes())?;
+        first = false;
+        match ctx.sysfs.parent_devpath(&current) {
+            Some(n) => current = n,
+            None => return Ok(()),
+        }
+    }
 }
 
 fn attribute_walk(ctx: &Ctx, out: &mut impl Write, devpath: &[u8]) -> io::Result<()> {
@@ -702,8 +964,11 @@ fn run_to(ctx: &Ctx, out: &mut impl Write, o: &Options) -> io::Result<bool> {
         uevd_db::cleanup(ctx.db.root());
         return Ok(true);
     }
-    if o.export_db {
-        export_db(ctx, out)?;
+    // Match options with no device named mean a filtered --export-db.
+    let filtered_all =
+        has_matches(o) && o.path.is_empty() && o.name.is_empty() && o.devices.is_empty();
+    if o.export_db || (filtered_all && !o.tree) {
+        export_db(ctx, out, o)?;
         return Ok(true);
     }
     if let Some(f) = &o.device_id_of_file {
@@ -742,7 +1007,12 @@ fn run_to(ctx: &Ctx, out: &mut impl Write, o: &Options) -> io::Result<bool> {
         }
     }
     if o.attribute_walk {
-        attribute_walk(ctx, out, &devpaths[0])?;
+        match o.json {
+            Some(mode @ (Json::Short | Json::Pretty)) => {
+                attribute_walk_json(ctx, out, &devpaths[0], mode)?
+            }
+            _ => attribute_walk(ctx, out, &devpaths[0])?,
+        }
         return Ok(true);
     }
     let mut ok = true;
@@ -924,7 +1194,10 @@ mod tests {
         let err = run_to(&f.ctx, &mut Vec::new(), &opts(&["/devices/nothing"])).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "Unknown device \"/devices/nothing\": No such device"
+            format!(
+                "Unknown device \"/devices/nothing\": No such device (looked at {}/devices/nothing)",
+                f.ctx.sysfs.root().display()
+            )
         );
         // Not a device: no uevent file.
         assert!(run_to(&f.ctx, &mut Vec::new(), &opts(&["/devices/virtual/net"])).is_err());
@@ -977,6 +1250,112 @@ mod tests {
             ]
         );
         assert_eq!(text.matches("\n\n").count(), 3, "a blank line after each");
+    }
+
+    #[test]
+    fn json_objects_as_systemd_256_prints_them() {
+        let f = fake();
+        let (_, short) = output(&f, &["--json=short", "/devices/virtual/net/veth0"]);
+        assert_eq!(
+            short,
+            "{\"SYSNAME\":\"veth0\",\"SYSNUM\":\"0\",\"DEVICE_ID\":\"n7\",\
+             \"DEVPATH\":\"/devices/virtual/net/veth0\",\"SUBSYSTEM\":\"net\",\
+             \"INTERFACE\":\"veth0\",\"IFINDEX\":\"7\",\"USEC_INITIALIZED\":\"5\",\
+             \"ID_NET_NAME\":\"x\"}\n"
+        );
+        let (_, pretty) = output(&f, &["--json", "pretty", DISK]);
+        assert!(
+            pretty.starts_with(
+                "{\n        \"SYSNAME\" : \"vda\",\n        \"DEVICE_ID\" : \"b254:0\",\n"
+            ),
+            "{pretty}"
+        );
+        assert!(
+            pretty.ends_with("\"CURRENT_TAGS\" : \":systemd:\"\n}\n"),
+            "{pretty}"
+        );
+        let (_, off) = output(&f, &["--json=off", DISK]);
+        assert!(off.starts_with("P: "));
+        let mut quoted = String::new();
+        json_string(&mut quoted, b"a\"b\\c\n\x01");
+        assert_eq!(quoted, "\"a\\\"b\\\\c\\n\\u0001\"");
+        // --export-db: one object per device.
+        let (_, all) = output(&f, &["-e", "--json=short"]);
+        assert_eq!(all.lines().count(), 3);
+        assert!(all.lines().all(|l| l.starts_with('{') && l.ends_with('}')));
+    }
+
+    #[test]
+    fn attribute_walk_in_json_is_a_sequence_of_objects() {
+        let f = fake();
+        let (_, text) = output(&f, &["-a", "--json=short", DISK]);
+        let records: Vec<&str> = text.split('\u{1e}').skip(1).collect();
+        assert_eq!(records.len(), 3, "{text}");
+        assert_eq!(
+            records[0],
+            format!(
+                "{{\"DEVPATH\":\"{DISK}\",\"KERNEL\":\"vda\",\"SUBSYSTEM\":\"block\",\
+                 \"DRIVER\":\"\",\"ATTR\":{{\"size\":\"2048\"}}}}\n"
+            )
+        );
+        assert!(records[1].contains(
+            "\"KERNELS\":\"0000:00:02.0\",\"SUBSYSTEMS\":\"pci\",\"DRIVERS\":\"virtio-pci\""
+        ));
+        assert!(records[1].contains("\"ATTRS\":{\"power/control\":\"on\",\"remove\":\"(not readable)\",\"vendor\":\"0x1af4\"}"));
+        assert!(records[2].ends_with("\"ATTRS\":{}}\n"), "{}", records[2]);
+        let (_, pretty) = output(&f, &["-a", "--json=pretty", DISK]);
+        assert!(
+            pretty.starts_with("\u{1e}{\n        \"DEVPATH\" : "),
+            "{pretty}"
+        );
+        assert!(
+            pretty.contains("\"ATTR\" : {\n                \"size\" : \"2048\"\n        }\n}\n"),
+            "{pretty}"
+        );
+    }
+
+    #[test]
+    fn export_db_takes_systemd_255s_matches() {
+        let f = fake();
+        let paths = |args: &[&str]| -> Vec<String> {
+            let (_, text) = output(&f, args);
+            text.lines()
+                .filter_map(|l| l.strip_prefix("P: "))
+                .map(str::to_string)
+                .collect()
+        };
+        let pci = "/devices/pci0000:00/0000:00:02.0";
+        let net = "/devices/virtual/net/veth0";
+        assert_eq!(paths(&["-e", "--subsystem-match=block"]), [DISK]);
+        assert_eq!(paths(&["-e", "--subsystem-nomatch=block"]), [pci, net]);
+        assert_eq!(paths(&["-e", "--attr-match=vendor=0x1af4"]), [pci]);
+        assert_eq!(paths(&["-e", "--attr-nomatch=vendor"]), [DISK, net]);
+        assert_eq!(paths(&["-e", "--property-match=ID_FS_TYPE=ext*"]), [DISK]);
+        // Several property matches: all of them.
+        assert!(paths(&[
+            "-e",
+            "--property-match=ID_FS_TYPE=ext4",
+            "--property-match=X=1"
+        ])
+        .is_empty());
+        assert_eq!(paths(&["-e", "--tag-match=systemd"]), [DISK]);
+        assert_eq!(paths(&["-e", "--sysname-match=veth*"]), [net]);
+        assert_eq!(paths(&["-e", "--parent-match", pci]), [pci, DISK]);
+        let dev = f.ctx.dev_root.display().to_string();
+        assert_eq!(
+            paths(&["-e", "--name-match", &format!("{dev}/block/254:0")]),
+            [DISK]
+        );
+        assert_eq!(paths(&["-e", "--initialized-match"]), [DISK, net]);
+        assert_eq!(paths(&["-e", "--initialized-nomatch"]), [pci]);
+        // Matches alone, without --export-db, mean the same.
+        assert_eq!(paths(&["--sysname-match=vda"]), [DISK]);
+        assert!(run_to(
+            &f.ctx,
+            &mut Vec::new(),
+            &opts(&["-e", "--property-match=NOVALUE"])
+        )
+        .is_err());
     }
 
     #[test]

@@ -3,18 +3,22 @@
 
 pub mod blame;
 pub mod builtin;
+pub mod cat;
 pub mod control;
 pub mod daemon;
 pub mod graph;
 pub mod info;
+pub mod lock;
 pub mod modprobe;
 pub mod monitor;
 pub mod process;
+pub mod select;
 pub mod settle;
 pub mod stats;
 pub mod test;
 pub mod trigger;
 pub mod verify;
+pub mod wait;
 
 /// The running daemon's timeline journal, where reports look when given
 /// nothing (the daemon's default `--timeline` under /run).

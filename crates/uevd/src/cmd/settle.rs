@@ -20,10 +20,25 @@ pub struct Options {
     /// Stop waiting as soon as this file exists.
     #[arg(short = 'E', long, value_name = "FILE")]
     exit_if_exists: Option<PathBuf>,
+    /// Wait only until this device (a node or link below /dev, a path
+    /// below /sys) has been processed, as `uevd wait` does.
+    #[arg(long, value_name = "DEVICE")]
+    device: Option<PathBuf>,
 }
 
 pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
     let timeout = Duration::from_secs_f64(o.timeout.max(0.0));
+    if let Some(device) = o.device {
+        let want = super::wait::Want::Initialized;
+        return match super::wait::wait_for(roots, &[device], want, Some(timeout)) {
+            Ok(()) => Ok(ExitCode::SUCCESS),
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                log::error!("{e}");
+                Ok(ExitCode::from(EXIT_TIMEOUT))
+            }
+            Err(e) => Err(e),
+        };
+    }
     let Some(file) = &o.exit_if_exists else {
         return wait(roots, timeout);
     };

@@ -1,16 +1,16 @@
 //! `uevd trigger`: ask the kernel to resend events for existing devices.
 
+use super::info::{Ctx, Hint};
+use super::select::{self, Select};
 use crate::Roots;
 use clap::ValueEnum;
+use std::collections::HashSet;
 use std::io::{self, IsTerminal, Write};
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
-use uevd_db::{Database, DeviceId};
-use uevd_glob::Pattern;
-use uevd_sysfs::{
-    implicit_subsystem, link_basename, request_uevent, walk_devices, walk_subsystems, Sysfs,
-};
+use std::time::{Duration, Instant};
+use uevd_control::{call, Reply, Request};
+use uevd_sysfs::{link_basename, request_uevent, walk_devices, walk_subsystems, Sysfs};
 use uevd_uevent::Action;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -43,21 +43,65 @@ pub struct Options {
     /// Not devices with this attribute (value).
     #[arg(short = 'A', long = "attr-nomatch", value_name = "ATTR[=VALUE]")]
     attr_nomatch: Vec<String>,
-    /// Only devices with this tag in the database.
-    #[arg(short = 'G', long = "tag-match", value_name = "TAG")]
+    /// Only devices with this property value (pattern); with several, any
+    /// one.
+    #[arg(short = 'p', long = "property-match", value_name = "KEY=VALUE")]
+    property_match: Vec<String>,
+    /// Only devices with this tag in the database; with several, all.
+    #[arg(
+        short = 'g',
+        visible_short_alias = 'G',
+        long = "tag-match",
+        value_name = "TAG"
+    )]
     tag_match: Vec<String>,
+    /// This device (node, or a link to it, below /dev) and those below it.
+    #[arg(long = "name-match", value_name = "NAME")]
+    name_match: Vec<PathBuf>,
+    /// This device (path below /sys) and those below it.
+    #[arg(short = 'b', long = "parent-match", value_name = "SYSPATH")]
+    parent_match: Vec<PathBuf>,
+    /// Only devices the daemon has processed (with a database record).
+    #[arg(long, conflicts_with = "initialized_nomatch")]
+    initialized_match: bool,
+    /// Only devices the daemon has not processed yet.
+    #[arg(long)]
+    initialized_nomatch: bool,
+    /// Also the parents of the devices chosen, whatever the filters say.
+    #[arg(long)]
+    include_parents: bool,
+    /// Devices of these subsystems, and their parents, first (comma-separated,
+    /// in this order).
+    #[arg(long, value_name = "SUBSYSTEM", value_delimiter = ',')]
+    prioritized_subsystem: Vec<String>,
+    /// Before triggering, wait until the daemon answers (at most SECONDS,
+    /// default 5).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "5"
+    )]
+    wait_daemon: Option<f64>,
     /// List the devices instead of triggering them.
     #[arg(short = 'n', long)]
     dry_run: bool,
     /// Print each device's path.
     #[arg(short = 'v', long)]
     verbose: bool,
+    /// Log failures to trigger only at debug level.
+    #[arg(short = 'q', long)]
+    quiet: bool,
     /// Wait until the daemon has processed the triggered events.
     #[arg(short = 'w', long)]
     settle: bool,
-    /// Print the synthetic UUID the events carry.
+    /// Give each event a UUID of its own and print it, one line per device.
     #[arg(long)]
     uuid: bool,
+    /// Devices: paths below /sys, nodes below /dev, devpaths; each with
+    /// the devices below it.
+    devices: Vec<PathBuf>,
 }
 
 /// A random version 4 UUID, which the kernel attaches to the events as
@@ -91,143 +135,196 @@ pub fn new_uuid() -> String {
     )
 }
 
-struct Filter {
-    subsystem: Vec<Pattern>,
-    subsystem_not: Vec<Pattern>,
-    sysname: Vec<Pattern>,
-    attr: Vec<(String, Option<Pattern>)>,
-    attr_not: Vec<(String, Option<Pattern>)>,
-    tagged: Option<std::collections::HashSet<DeviceId>>,
-}
-
-fn attr_spec(s: &str) -> (String, Option<Pattern>) {
-    match s.split_once('=') {
-        Some((k, v)) => (k.to_string(), Some(Pattern::new(v.as_bytes()))),
-        None => (s.to_string(), None),
+fn selection(o: &Options, ctx: &Ctx) -> io::Result<Select> {
+    let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
+    let mut parent = Vec::new();
+    for d in &o.devices {
+        parent.push(ctx.find(d, Hint::Any)?);
     }
-}
-
-fn attr_matches(dir: &Path, (name, value): &(String, Option<Pattern>)) -> bool {
-    if name.contains("..") {
-        return false;
+    for n in &o.name_match {
+        parent.push(ctx.find(n, Hint::Dev)?);
     }
-    match std::fs::read(dir.join(name)) {
-        Ok(mut v) => {
-            while v.last() == Some(&b'\n') {
-                v.pop();
-            }
-            value.as_ref().is_none_or(|p| p.matches(&v))
-        }
-        Err(_) => false,
+    for p in &o.parent_match {
+        parent.push(ctx.find(p, Hint::Sys)?);
     }
-}
-
-impl Filter {
-    fn new(o: &Options, roots: &Roots) -> io::Result<Filter> {
-        let pats = |v: &[String]| v.iter().map(|s| Pattern::new(s.as_bytes())).collect();
-        let tagged = if o.tag_match.is_empty() {
-            None
+    let property = o
+        .property_match
+        .iter()
+        .map(|s| select::property_test(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(invalid)?;
+    Ok(Select {
+        subsystem: select::patterns(&o.subsystem_match),
+        subsystem_not: select::patterns(&o.subsystem_nomatch),
+        sysname: select::patterns(&o.sysname_match),
+        attr: select::attr_tests(&o.attr_match),
+        attr_not: select::attr_tests(&o.attr_nomatch),
+        property,
+        property_all: false,
+        tag: o.tag_match.iter().map(|t| t.as_bytes().to_vec()).collect(),
+        parent,
+        initialized: if o.initialized_match {
+            Some(true)
+        } else if o.initialized_nomatch {
+            Some(false)
         } else {
-            let db = Database::open(roots.udev_dir())?;
-            // A device must carry every tag asked for.
-            let mut sets = o.tag_match.iter().map(|t| {
-                db.tagged(t.as_bytes())
-                    .into_iter()
-                    .collect::<std::collections::HashSet<_>>()
-            });
-            let first = sets.next().unwrap_or_default();
-            Some(sets.fold(first, |acc, s| acc.intersection(&s).cloned().collect()))
-        };
-        Ok(Filter {
-            subsystem: pats(&o.subsystem_match),
-            subsystem_not: pats(&o.subsystem_nomatch),
-            sysname: pats(&o.sysname_match),
-            attr: o.attr_match.iter().map(|s| attr_spec(s)).collect(),
-            attr_not: o.attr_nomatch.iter().map(|s| attr_spec(s)).collect(),
-            tagged,
-        })
-    }
+            None
+        },
+    })
+}
 
-    fn accepts(&self, sysfs: &Sysfs, devpath: &[u8], dir: &Path) -> bool {
-        let Some(subsystem) = implicit_subsystem(devpath)
-            .map(<[u8]>::to_vec)
-            .or_else(|| link_basename(&dir.join("subsystem")))
-        else {
-            return false;
-        };
-        if !self.subsystem.is_empty() && !self.subsystem.iter().any(|p| p.matches(&subsystem)) {
-            return false;
-        }
-        if self.subsystem_not.iter().any(|p| p.matches(&subsystem)) {
-            return false;
-        }
-        let sysname = devpath.rsplit(|&c| c == b'/').next().unwrap_or_default();
-        if !self.sysname.is_empty() && !self.sysname.iter().any(|p| p.matches(sysname)) {
-            return false;
-        }
-        if !self.attr.iter().all(|a| attr_matches(dir, a)) {
-            return false;
-        }
-        if self.attr_not.iter().any(|a| attr_matches(dir, a)) {
-            return false;
-        }
-        if let Some(tagged) = &self.tagged {
-            let Ok(ev) = sysfs.read_event(Action::Add, devpath) else {
-                return false;
-            };
-            let id = DeviceId::new(&subsystem, devpath, ev.devnum(), ev.ifindex());
-            if !tagged.contains(&id) {
-                return false;
+/// Waits until the daemon answers a ping, for at most `seconds`.
+fn wait_daemon(roots: &Roots, seconds: f64) -> io::Result<()> {
+    let path = roots.control();
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds.max(0.0));
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match call(&path, &Request::Ping, left.max(Duration::from_millis(100))) {
+            Ok(Reply::Ok(_)) => return Ok(()),
+            Ok(_) | Err(_) if !left.is_zero() => std::thread::sleep(Duration::from_millis(50)),
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("no daemon answered on {} within {seconds}s", path.display()),
+                ))
             }
         }
-        true
     }
+}
+
+/// One thing to trigger.
+struct Target {
+    devpath: Vec<u8>,
+    dir: PathBuf,
+    chosen: bool,
+}
+
+/// The devpaths of a device's ancestors, nearest last.
+fn ancestors(devpath: &[u8]) -> impl Iterator<Item = &[u8]> {
+    devpath
+        .iter()
+        .enumerate()
+        .filter(|&(i, &c)| c == b'/' && i > 0)
+        .map(move |(i, _)| &devpath[..i])
+}
+
+/// The devices chosen, in the order to trigger them: the walk's order
+/// (parents first), with prioritized subsystems' devices and their chosen
+/// parents moved to the front, one subsystem after another.
+fn order(devices: Vec<Target>, include_parents: bool, prioritized: &[String]) -> Vec<Target> {
+    let mut devices = devices;
+    if include_parents {
+        let wanted: HashSet<Vec<u8>> = devices
+            .iter()
+            .filter(|t| t.chosen)
+            .flat_map(|t| ancestors(&t.devpath).map(<[u8]>::to_vec))
+            .collect();
+        for t in &mut devices {
+            t.chosen |= wanted.contains(&t.devpath);
+        }
+    }
+    let devices: Vec<Target> = devices.into_iter().filter(|t| t.chosen).collect();
+    if prioritized.is_empty() {
+        return devices;
+    }
+    let mut rank = vec![prioritized.len(); devices.len()];
+    let index: std::collections::HashMap<&[u8], usize> = devices
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.devpath.as_slice(), i))
+        .collect();
+    for (i, t) in devices.iter().enumerate() {
+        let subsystem = link_basename(&t.dir.join("subsystem")).unwrap_or_default();
+        let Some(r) = prioritized.iter().position(|p| p.as_bytes() == subsystem) else {
+            continue;
+        };
+        for dp in ancestors(&t.devpath).chain(std::iter::once(t.devpath.as_slice())) {
+            if let Some(&j) = index.get(dp) {
+                rank[j] = rank[j].min(r);
+            }
+        }
+        rank[i] = rank[i].min(r);
+    }
+    let mut ranked: Vec<(usize, Target)> = rank.into_iter().zip(devices).collect();
+    // Stable: the walk's order within one rank.
+    ranked.sort_by_key(|(r, _)| *r);
+    ranked.into_iter().map(|(_, t)| t).collect()
 }
 
 pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
+    if let Some(seconds) = o.wait_daemon {
+        wait_daemon(roots, seconds)?;
+    }
+    let ctx = Ctx::new(roots);
     let sysfs = Sysfs::new(&roots.sys);
-    let filter = Filter::new(&o, roots)?;
-    let mut targets: Vec<(Vec<u8>, std::path::PathBuf)> = Vec::new();
-    let mut collect = |v: uevd_sysfs::Visit<'_>| {
-        if filter.accepts(&sysfs, v.devpath, v.path) {
-            targets.push((v.devpath.to_vec(), v.path.to_path_buf()));
-        }
+    let select = selection(&o, &ctx)?;
+    let mut subsystems: Vec<Target> = Vec::new();
+    let mut devices: Vec<Target> = Vec::new();
+    let collect = |list: &mut Vec<Target>, v: uevd_sysfs::Visit<'_>| {
+        list.push(Target {
+            devpath: v.devpath.to_vec(),
+            dir: v.path.to_path_buf(),
+            chosen: select.accepts(&ctx, v.devpath, v.path),
+        })
     };
     if matches!(o.kind, Kind::Subsystems | Kind::All) {
-        walk_subsystems(&sysfs, &mut collect)?;
+        walk_subsystems(&sysfs, |v| collect(&mut subsystems, v))?;
     }
     if matches!(o.kind, Kind::Devices | Kind::All) {
-        walk_devices(&sysfs, &mut collect)?;
+        walk_devices(&sysfs, |v| collect(&mut devices, v))?;
     }
-    let uuid = new_uuid();
-    if o.uuid {
-        println!("{uuid}");
-    }
-    let progress = std::io::stderr().is_terminal() && !o.dry_run && !o.verbose;
+    let mut targets: Vec<Target> = subsystems.into_iter().filter(|t| t.chosen).collect();
+    targets.extend(order(devices, o.include_parents, &o.prioritized_subsystem));
+    let shared_uuid = new_uuid();
+    let progress = std::io::stderr().is_terminal() && !o.dry_run && !o.verbose && !o.uuid;
     let total = targets.len();
     let mut failed = 0;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    for (i, (devpath, dir)) in targets.iter().enumerate() {
+    for (i, t) in targets.iter().enumerate() {
         if o.dry_run || o.verbose {
-            let _ = writeln!(out, "{}", dir.display());
+            let _ = writeln!(out, "{}", t.dir.display());
         }
         if o.dry_run {
             continue;
         }
-        if let Err(e) = request_uevent(dir, o.action, Some(&uuid), &[]) {
+        let uuid = if o.uuid {
+            new_uuid()
+        } else {
+            shared_uuid.clone()
+        };
+        let mut sent = request_uevent(&t.dir, o.action, Some(&uuid), &[]);
+        if sent
+            .as_ref()
+            .is_err_and(|e| e.raw_os_error() == Some(libc::EINVAL))
+        {
             // Old kernels do not take a UUID: ask plainly.
-            let plain = e.raw_os_error() == Some(libc::EINVAL)
-                && request_uevent(dir, o.action, None, &[]).is_ok();
-            if !plain {
+            sent = request_uevent(&t.dir, o.action, None, &[]);
+        }
+        match sent {
+            Ok(()) if o.uuid => {
+                let _ = writeln!(out, "{uuid}");
+            }
+            Ok(()) => {}
+            // Gone meanwhile: nothing to trigger.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                log::debug!("{}: {e}", String::from_utf8_lossy(&t.devpath))
+            }
+            Err(e) => {
                 failed += 1;
-                log::warn!("{}: {e}", String::from_utf8_lossy(devpath));
+                let what = format!("{}/uevent: {e}", t.dir.display());
+                if o.quiet {
+                    log::debug!("{what}");
+                } else {
+                    log::warn!("{what}");
+                }
             }
         }
         if progress && (i % 256 == 0 || i + 1 == total) {
             eprint!("\rtriggered {}/{total}", i + 1);
         }
     }
+    drop(out);
     if progress {
         eprintln!();
     }
@@ -252,5 +349,27 @@ mod tests {
         assert_eq!(&u[14..15], "4");
         assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"));
         assert_ne!(u, new_uuid());
+    }
+
+    #[test]
+    fn parents_come_first_and_prioritized_subsystems_before_the_rest() {
+        let a: Vec<&[u8]> = ancestors(b"/devices/a/b/c").collect();
+        assert_eq!(a, [&b"/devices"[..], b"/devices/a", b"/devices/a/b"]);
+        let t = |p: &str, chosen| Target {
+            devpath: p.as_bytes().to_vec(),
+            dir: PathBuf::from("/nonexistent"),
+            chosen,
+        };
+        let picked = order(
+            vec![
+                t("/devices/a", false),
+                t("/devices/a/b", true),
+                t("/devices/c", true),
+            ],
+            true,
+            &[],
+        );
+        let paths: Vec<&[u8]> = picked.iter().map(|t| t.devpath.as_slice()).collect();
+        assert_eq!(paths, [&b"/devices/a"[..], b"/devices/a/b", b"/devices/c"]);
     }
 }
