@@ -1270,3 +1270,48 @@ fn builtins_and_slow_rule_lines_are_timed_in_the_journal() {
     assert!(text.contains("scsi_id (program)"), "{text}");
     assert!(text.contains("60-timed.rules:4"), "{text}");
 }
+
+/// systemd 256's ID_PROCESSING=1 while RUN programs run (and only for an
+/// event that has some), with 254's CONST{cvm} and OPTIONS="dump" on the
+/// way.
+#[test]
+fn the_record_says_processing_while_run_programs_run() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let out = lab.root().join("seen");
+    std::fs::create_dir_all(&out).unwrap();
+    let data = lab.run().join("udev/data");
+    write_rules(
+        &lab,
+        "50-test.rules",
+        &format!(
+            concat!(
+                "SUBSYSTEM==\"net\", ACTION==\"add\", CONST{{cvm}}==\"?*\", ENV{{ID_CVM_SEEN}}=\"1\"\n",
+                "SUBSYSTEM==\"net\", ACTION==\"add\", KERNEL==\"pra0\", ",
+                "RUN+=\"/bin/sh -c 'cat {}/n$$IFINDEX > {}/$$INTERFACE'\"\n",
+                "SUBSYSTEM==\"net\", ACTION==\"add\", KERNEL==\"prb0\", OPTIONS=\"dump\"\n",
+            ),
+            data.display(),
+            out.display()
+        ),
+    );
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    lab.ip_batch(&veth_pairs("pr", 1)).unwrap();
+    lab.settle(uevd()).unwrap();
+    let during = std::fs::read_to_string(out.join("pra0")).unwrap_or_default();
+    assert!(during.contains("E:ID_PROCESSING=1\n"), "{during:?}");
+    assert!(during.contains("E:ID_CVM_SEEN=1\n"), "{during:?}");
+    let interfaces = lab.interfaces().unwrap();
+    for name in ["pra0", "prb0"] {
+        let (ifindex, _) = interfaces.iter().find(|(_, n)| n == name).unwrap();
+        let after = db_record(&lab, &format!("n{ifindex}"));
+        assert!(after.contains("E:ID_CVM_SEEN=1\n"), "{name}: {after:?}");
+        assert!(!after.contains("ID_PROCESSING"), "{name}: {after:?}");
+    }
+    assert!(!out.join("prb0").exists());
+    let log = daemon.stop(&lab).unwrap();
+    assert!(
+        log.contains("dumping current state") && log.contains("  INTERFACE=prb0\n"),
+        "{log}"
+    );
+}
