@@ -18,6 +18,7 @@ pub mod hwdb;
 mod input_id;
 pub mod keyboard;
 pub mod kmod;
+mod net_driver;
 mod net_id;
 pub mod net_setup_link;
 mod path_id;
@@ -69,6 +70,7 @@ static BUILTINS: &[&dyn Builtin] = &[
     &input_id::InputId,
     &keyboard::Keyboard,
     &kmod::Kmod,
+    &net_driver::NetDriver,
     &net_id::NetId,
     &net_setup_link::System,
     &path_id::PathId,

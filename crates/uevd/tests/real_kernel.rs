@@ -1315,3 +1315,24 @@ fn the_record_says_processing_while_run_programs_run() {
         "{log}"
     );
 }
+
+/// systemd 253's net_driver builtin names the veth driver.
+#[test]
+fn net_driver_sets_the_driver_ethtool_names() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    write_rules(
+        &lab,
+        "50-test.rules",
+        "SUBSYSTEM==\"net\", ACTION==\"add\", IMPORT{builtin}=\"net_driver\", ENV{ID_DRIVER_SEEN}=\"1\"\n",
+    );
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    lab.ip_batch(&veth_pairs("nd", 1)).unwrap();
+    lab.settle(uevd()).unwrap();
+    let interfaces = lab.interfaces().unwrap();
+    let (ifindex, _) = interfaces.iter().find(|(_, n)| n == "nda0").unwrap();
+    let record = db_record(&lab, &format!("n{ifindex}"));
+    assert!(record.contains("E:ID_NET_DRIVER=veth\n"), "{record:?}");
+    assert!(record.contains("E:ID_DRIVER_SEEN=1\n"), "{record:?}");
+    daemon.stop(&lab).unwrap();
+}
