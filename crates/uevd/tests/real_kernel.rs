@@ -642,6 +642,7 @@ fn rules_give_a_block_device_links_permissions_properties_and_tags() {
             "SUBSYSTEM==\"block\", KERNEL==\"loop*\", ENV{ID_TEST}=\"yes-$kernel\", ",
             "SYMLINK+=\"test/by-name/$kernel test/other-%n\", GROUP=\"6\", MODE=\"0640\", TAG+=\"uevd_test\"\n",
             "ENV{ID_TEST}==\"yes-*\", PROGRAM=\"/bin/sh -c 'echo from-program $$ID_TEST'\", ENV{ID_RESULT}=\"%c{2}\"\n",
+            "SUBSYSTEM==\"block\", KERNEL==\"loop*\", OPTIONS=\"dump\"\n",
         ),
     );
     let daemon = lab.start_uevd(uevd(), &[]).unwrap();
@@ -688,6 +689,11 @@ fn rules_give_a_block_device_links_permissions_properties_and_tags() {
     assert!(text.contains("50-test.rules:1"), "{text}");
     assert!(text.contains(&format!("ID_TEST=yes-loop{n}")), "{text}");
     assert!(text.contains("mode: 0640"), "{text}");
+    assert!(
+        text.contains("# OPTIONS dump:\n#   Properties:\n")
+            && text.contains("#   Device node permission:\n#     0640\n"),
+        "{text}"
+    );
 
     assert!(loop_device(&lab, "loop-remove", n).status.success());
     lab.settle(uevd()).unwrap();
@@ -840,6 +846,51 @@ fn verify_reports_each_broken_line_and_fails() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("1 files, 1 rules: 1 errors"), "{stdout}");
+}
+
+#[test]
+fn verify_takes_newer_syntax_and_places_its_misuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("60-newer.rules");
+    std::fs::write(
+        &good,
+        concat!(
+            "KERNEL==\"sd*\", SYMLINK-=\"disk/old\"\n",
+            "KERNEL==\"sd*\", ATTR{vendor}==i\"ata*\", CONST{cvm}!=\"none\", OPTIONS=\"dump-json\"\n",
+            "KERNEL==\"sd*\", OPTIONS+=\"dump\", IMPORT{builtin}=\"net_driver\"\n",
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(uevd())
+        .args(["verify", good.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("60-newer.rules"), "{err}");
+    let bad = dir.path().join("61-misuse.rules");
+    std::fs::write(
+        &bad,
+        concat!(
+            "KERNEL==\"sd*\", PROGRAM==i\"/bin/true\", ENV{X}=\"1\"\n",
+            "KERNEL==\"sd*\", CONST{tee}==\"1\", ENV{X}=\"1\"\n",
+            "KERNEL==\"sd*\", SYMLINK+=i\"x\"\n",
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(uevd())
+        .args(["verify", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "61-misuse.rules:1:16: error: PROGRAM does not take the i\"...\" prefix",
+        "61-misuse.rules:2:16: error: CONST takes {arch}, {virt} or {cvm}",
+        "61-misuse.rules:3:16: error: the i\"...\" prefix is only for '==' and '!=' (on SYMLINK)",
+    ] {
+        assert!(err.contains(want), "{want} not in {err}");
+    }
 }
 
 #[test]
