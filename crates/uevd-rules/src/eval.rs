@@ -172,6 +172,28 @@ impl uevd_builtins::Env for Props {
     }
 }
 
+/// What a builtin sees: the event's properties, and the record the
+/// database held for the device before the event.
+struct BuiltinEnv<'a> {
+    props: &'a Props,
+    previous: Option<&'a Record>,
+}
+
+impl uevd_builtins::Env for BuiltinEnv<'_> {
+    fn property(&self, key: &[u8]) -> Option<&[u8]> {
+        self.props.get(key)
+    }
+
+    fn stored_property(&self, key: &[u8]) -> Option<&[u8]> {
+        let record = self.previous?;
+        record
+            .properties
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
 struct State<'a> {
     rules: &'a Rules,
     dev: &'a Rc<Device>,
@@ -1346,7 +1368,10 @@ impl<'a> State<'a> {
             &uevd_builtins::Call {
                 device: self.dev,
                 args: &args,
-                env: &self.props,
+                env: &BuiltinEnv {
+                    props: &self.props,
+                    previous: self.previous,
+                },
                 test: self.test,
             },
             &mut out,
