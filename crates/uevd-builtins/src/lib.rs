@@ -18,6 +18,7 @@ pub mod hwdb;
 mod input_id;
 pub mod keyboard;
 pub mod kmod;
+mod net_driver;
 mod net_id;
 pub mod net_setup_link;
 mod path_id;
@@ -69,6 +70,7 @@ static BUILTINS: &[&dyn Builtin] = &[
     &input_id::InputId,
     &keyboard::Keyboard,
     &kmod::Kmod,
+    &net_driver::NetDriver,
     &net_id::NetId,
     &net_setup_link::System,
     &path_id::PathId,
@@ -163,6 +165,7 @@ mod tests {
                 "input_id",
                 "keyboard",
                 "kmod",
+                "net_driver",
                 "net_id",
                 "net_setup_link",
                 "path_id",
@@ -176,6 +179,35 @@ mod tests {
         assert!(find(b"usb").is_none());
         assert!(find(b"").is_none());
         assert!(find(b"blki").is_none());
+    }
+
+    #[test]
+    fn net_driver_sets_nothing_for_an_interface_that_is_not_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = dir.path().join("devices/virtual/net/uevd-none0");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("uevent"), "INTERFACE=uevd-none0\nIFINDEX=999\n").unwrap();
+        let sysfs = uevd_sysfs::Sysfs::new(dir.path());
+        let device = Rc::new(
+            uevd_sysfs::Device::from_devpath(&sysfs, b"/devices/virtual/net/uevd-none0").unwrap(),
+        );
+        struct NoEnv;
+        impl Env for NoEnv {
+            fn property(&self, _: &[u8]) -> Option<&[u8]> {
+                None
+            }
+        }
+        let mut out = Properties::new();
+        let args = vec![b"net_driver".to_vec()];
+        let call = Call {
+            device: &device,
+            args: &args,
+            env: &NoEnv,
+            test: true,
+        };
+        // As systemd: an interface already gone is no failure.
+        assert_eq!(find(b"net_driver").unwrap().run(&call, &mut out), Ok(()));
+        assert!(out.is_empty());
     }
 
     #[test]

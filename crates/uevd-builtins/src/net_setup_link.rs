@@ -621,6 +621,17 @@ impl Builtin for NetSetupLink {
             "ID_NET_LINK_FILE",
             config.filename.as_os_str().as_bytes(),
         );
+        // systemd 256: ImportProperty= from the database record, then
+        // Property= (which wins); on every event, so that a change event
+        // does not drop them from the record.
+        for key in &config.import_properties {
+            if let Some(v) = call.env.stored_property(key) {
+                set(out, &String::from_utf8_lossy(key), v);
+            }
+        }
+        for (key, value) in &config.properties {
+            set(out, &String::from_utf8_lossy(key), value.clone());
+        }
         set(out, "ID_NET_NAME", new_name);
         Ok(())
     }

@@ -1084,3 +1084,67 @@ fn real_interfaces_match_on_kind_driver_and_permanent_address_and_get_altnames()
         netns::ip(&["link", "set", "kind0", "name", "ens99"]).unwrap();
     });
 }
+
+/// The event's properties, and the database record from before it.
+struct WithRecord {
+    now: Props,
+    stored: Props,
+}
+
+impl uevd_builtins::Env for WithRecord {
+    fn property(&self, key: &[u8]) -> Option<&[u8]> {
+        self.now.0.get(key).map(|v| v.as_slice())
+    }
+    fn stored_property(&self, key: &[u8]) -> Option<&[u8]> {
+        self.stored.0.get(key).map(|v| v.as_slice())
+    }
+}
+
+#[test]
+fn link_files_set_and_import_udev_properties() {
+    let t = tree();
+    let links = Links::new();
+    links.add(
+        "lib/50-t.link",
+        concat!(
+            "[Match]\nOriginalName=*\n[Link]\nNamePolicy=path\n",
+            "Property=ID_NET_MANAGED_BY=io.systemd.Network ID_NET_AUTO_LINK_LOCAL_ONLY=1\n",
+            "ImportProperty=ID_KEPT ID_ABSENT\n",
+        ),
+    );
+    let env = WithRecord {
+        now: env(NAMES),
+        stored: env(&[("ID_KEPT", "from-db"), ("ID_OTHER", "x")]),
+    };
+    let args = vec![b"net_setup_link".to_vec()];
+    for action in [Action::Add, Action::Change] {
+        let mut out = Properties::new();
+        let event = t.sysfs().read_event(action, NIC.as_bytes()).unwrap();
+        let dev = Rc::new(Device::from_event(&t.sysfs(), event));
+        links
+            .builtin()
+            .run(
+                &Call {
+                    device: &dev,
+                    args: &args,
+                    env: &env,
+                    test: true,
+                },
+                &mut out,
+            )
+            .unwrap();
+        let out = lines(&out);
+        assert_eq!(
+            get(&out, "ID_NET_MANAGED_BY").as_deref(),
+            Some("io.systemd.Network"),
+            "{action:?}: {out:?}"
+        );
+        assert_eq!(
+            get(&out, "ID_NET_AUTO_LINK_LOCAL_ONLY").as_deref(),
+            Some("1")
+        );
+        assert_eq!(get(&out, "ID_KEPT").as_deref(), Some("from-db"));
+        assert_eq!(get(&out, "ID_ABSENT"), None);
+        assert_eq!(get(&out, "ID_OTHER"), None);
+    }
+}

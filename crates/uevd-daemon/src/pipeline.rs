@@ -587,7 +587,17 @@ impl Processor {
         // A device with nothing to record and no record before: no file.
         let stored = record.needs_file(node.is_some(), has_ifindex);
         let nothing_to_do = !stored && !had_record;
-        if !nothing_to_do {
+        let runs = !outcome.run.is_empty();
+        if runs {
+            // systemd 256: while RUN programs run the record says
+            // ID_PROCESSING=1; it is written again without it after them.
+            let mut busy = record.clone();
+            busy.properties
+                .push((b"ID_PROCESSING".to_vec(), b"1".to_vec()));
+            if let Err(e) = self.db.write(&id, &busy, node.is_some(), has_ifindex) {
+                errors.push(format!("database {id}: {e}"));
+            }
+        } else if !nothing_to_do {
             if let Err(e) = self.db.write(&id, &record, node.is_some(), has_ifindex) {
                 errors.push(format!("database {id}: {e}"));
             }
@@ -607,8 +617,12 @@ impl Processor {
             }
         }
         announce.extend(announced_properties(&record));
-        if !outcome.run.is_empty() {
+        if runs {
             self.run_programs(&rules, dev, &outcome, &announce, clock, &mut errors);
+            // A device with nothing to record is left with no file.
+            if let Err(e) = self.db.write(&id, &record, node.is_some(), has_ifindex) {
+                errors.push(format!("database {id}: {e}"));
+            }
             clock.step("run");
         }
         self.known().insert(

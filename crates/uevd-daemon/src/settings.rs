@@ -16,6 +16,14 @@ use uevd_control::Level;
 
 /// udev's configuration file.
 pub const UDEV_CONF: &str = "/etc/udev/udev.conf";
+/// Drop-in directories for udev.conf (systemd 255), most important first:
+/// a file in one masks a file of the same name in the later ones.
+pub const UDEV_CONF_DROPIN_DIRS: &[&str] = &[
+    "/etc/udev/udev.conf.d",
+    "/run/udev/udev.conf.d",
+    "/usr/local/lib/udev/udev.conf.d",
+    "/usr/lib/udev/udev.conf.d",
+];
 /// Present only inside an initramfs: systemd applies `rd.udev.*` words
 /// only where it exists.
 pub const INITRD_RELEASE: &str = "/etc/initrd-release";
@@ -55,8 +63,10 @@ impl Settings {
     /// The running system's: [`UDEV_CONF`], then the kernel command line
     /// (which wins, as in udevd), `rd.` words only in an initramfs.
     pub fn system() -> Settings {
-        Settings::read(
+        let dropins: Vec<&Path> = UDEV_CONF_DROPIN_DIRS.iter().map(Path::new).collect();
+        Settings::read_with_dropins(
             Path::new(UDEV_CONF),
+            &dropins,
             uevd_host::proc_cmdline(),
             Path::new(INITRD_RELEASE).exists(),
         )
@@ -65,18 +75,43 @@ impl Settings {
     /// From a configuration file (a missing one is no error) and a kernel
     /// command line.
     pub fn read(conf: &Path, cmdline: Option<&[u8]>, in_initrd: bool) -> Settings {
+        Settings::read_with_dropins(conf, &[], cmdline, in_initrd)
+    }
+
+    /// As [`Settings::read`], with the `*.conf` files of `dropin_dirs`
+    /// (most important directory first) read after the main file, as
+    /// systemd 255 reads udev.conf.d: sorted by file name across the
+    /// directories, a later file overriding an earlier one; a name in an
+    /// earlier directory masks the same name in later ones, and an empty
+    /// file or a link to /dev/null masks it altogether.
+    pub fn read_with_dropins(
+        conf: &Path,
+        dropin_dirs: &[&Path],
+        cmdline: Option<&[u8]>,
+        in_initrd: bool,
+    ) -> Settings {
         let mut s = Settings::default();
-        match std::fs::read(conf) {
-            Ok(text) => s.parse_conf(&conf.display().to_string(), &String::from_utf8_lossy(&text)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => s
-                .warnings
-                .push(format!("{}: {e}; using the defaults", conf.display())),
+        s.read_file(conf);
+        for file in dropin_files(dropin_dirs) {
+            s.read_file(&file);
         }
         if let Some(line) = cmdline {
             s.parse_cmdline(&String::from_utf8_lossy(line), in_initrd);
         }
         s
+    }
+
+    fn read_file(&mut self, path: &Path) {
+        match std::fs::read(path) {
+            Ok(text) => {
+                self.parse_conf(&path.display().to_string(), &String::from_utf8_lossy(&text))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => self.warnings.push(format!(
+                "{}: {e}; its settings are not used",
+                path.display()
+            )),
+        }
     }
 
     /// Reads udev.conf's text; `name` is what messages call the file.
@@ -247,6 +282,33 @@ impl Settings {
         }
         ignored
     }
+}
+
+/// The drop-in files to read, in the order to read them.
+fn dropin_files(dirs: &[&Path]) -> Vec<std::path::PathBuf> {
+    use std::collections::BTreeMap;
+    let mut chosen: BTreeMap<std::ffi::OsString, std::path::PathBuf> = BTreeMap::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            if !name.as_encoded_bytes().ends_with(b".conf") || chosen.contains_key(&name) {
+                continue;
+            }
+            chosen.insert(name, e.path());
+        }
+    }
+    chosen
+        .into_values()
+        .filter(|p| {
+            // A link to /dev/null, or an empty file, masks the name.
+            let masked = std::fs::canonicalize(p).is_ok_and(|t| t == Path::new("/dev/null"))
+                || std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0);
+            !masked && std::fs::metadata(p).is_ok_and(|m| m.is_file())
+        })
+        .collect()
 }
 
 /// Why a value was refused.
@@ -707,6 +769,66 @@ mod tests {
         );
         assert_eq!(s.warnings.len(), 3, "{:?}", s.warnings);
         assert!(s.warnings[2].contains("'udev.timeout_signal=SIGNOPE'"));
+    }
+
+    #[test]
+    fn dropins_override_the_file_in_name_order_and_mask_across_directories() {
+        let tmp = tempfile::tempdir().unwrap();
+        let conf = tmp.path().join("udev.conf");
+        std::fs::write(&conf, "children_max=2\nudev_log=info\nevent_timeout=10\n").unwrap();
+        let dir = |n: &str| {
+            let d = tmp.path().join(n);
+            std::fs::create_dir_all(&d).unwrap();
+            d
+        };
+        let (etc, run, usr) = (dir("etc"), dir("run"), dir("usr"));
+        // Name order across directories: 20 after 10, whatever the dir.
+        std::fs::write(usr.join("10-a.conf"), "children_max=3\n").unwrap();
+        std::fs::write(run.join("20-b.conf"), "children_max=4\n").unwrap();
+        // /etc masks /run masks /usr for one name.
+        std::fs::write(usr.join("30-c.conf"), "event_timeout=30\n").unwrap();
+        std::fs::write(run.join("30-c.conf"), "event_timeout=40\n").unwrap();
+        std::fs::write(etc.join("30-c.conf"), "event_timeout=50\n").unwrap();
+        // An empty file or a link to /dev/null masks the name.
+        std::fs::write(usr.join("40-d.conf"), "udev_log=debug\n").unwrap();
+        std::fs::write(etc.join("40-d.conf"), "").unwrap();
+        std::fs::write(usr.join("50-e.conf"), "udev_log=err\n").unwrap();
+        std::os::unix::fs::symlink("/dev/null", run.join("50-e.conf")).unwrap();
+        // Not *.conf: not read.
+        std::fs::write(etc.join("60-f.conf.orig"), "children_max=9\n").unwrap();
+        let s = Settings::read_with_dropins(&conf, &[&etc, &run, &usr], None, false);
+        assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+        let cm = s.children_max.unwrap();
+        assert_eq!((cm.value, cm.from.ends_with("run/20-b.conf:1")), (4, true));
+        let et = s.event_timeout.unwrap();
+        assert_eq!(et.value, Duration::from_secs(50));
+        assert!(et.from.ends_with("etc/30-c.conf:1"), "{}", et.from);
+        assert!(s.log_level.unwrap().from.ends_with("udev.conf:2"));
+        // The command line still wins over every file.
+        let s = Settings::read_with_dropins(
+            &conf,
+            &[&etc, &run, &usr],
+            Some(b"udev.children_max=6"),
+            false,
+        );
+        assert_eq!(s.children_max.unwrap().value, 6);
+        // A bad value in a drop-in names the drop-in.
+        std::fs::write(etc.join("70-g.conf"), "children_max=lots\n").unwrap();
+        let s = Settings::read_with_dropins(&conf, &[&etc, &run, &usr], None, false);
+        assert!(
+            s.warnings[0].contains("etc/70-g.conf:1"),
+            "{:?}",
+            s.warnings
+        );
+        assert_eq!(s.children_max.unwrap().value, 4);
+    }
+
+    #[test]
+    fn children_max_zero_anywhere_means_automatic() {
+        let mut config = Config::new("/sys", "/dev", "/run");
+        config.workers = Some(7);
+        conf("children_max=0\n").apply(&mut config);
+        assert_eq!(config.workers, None);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Facts about the machine, each read one way for everyone who asks:
-//! virtualization ([`detect_virtualization`]), architecture
+//! virtualization ([`detect_virtualization`]), confidential virtualization
+//! ([`detect_confidential_virtualization`]), architecture
 //! ([`architecture`]), the kernel command line ([`proc_cmdline`],
 //! [`kernel_cmdline`]) and the kernel release ([`kernel_release`]).
 //!
@@ -8,10 +9,12 @@
 
 mod arch;
 mod cmdline;
+mod cvm;
 mod uname;
 mod virt;
 
 pub use arch::{architecture, native_architecture, uname_architecture, ARCHITECTURES};
 pub use cmdline::{cmdline_from, kernel_cmdline, proc_cmdline, read_cmdline_file, PROC_CMDLINE};
+pub use cvm::{detect_confidential_virtualization, detect_cvm, Cpu, CvmProbe};
 pub use uname::{kernel_release, uname, Uname};
 pub use virt::{detect, detect_virtualization, in_container, Probe, Virt, CONTAINERS};

@@ -106,6 +106,11 @@ pub struct LinkConfig {
     pub alternative_names_policy: Option<Vec<NamePolicy>>,
     pub mac_policy: MacPolicy,
     pub mac: Option<HwAddr>,
+    /// `Property=` (systemd 256): `KEY=value` pairs the builtin sets.
+    pub properties: Vec<(Vec<u8>, Vec<u8>)>,
+    /// `ImportProperty=` (systemd 256): names copied from the device's
+    /// database record, when it has them.
+    pub import_properties: Vec<Vec<u8>>,
     /// Keys that were set but that uevd does not apply (MTU, offloads,
     /// Wake-on-LAN, SR-IOV, ...).
     pub unapplied: Vec<String>,
@@ -125,13 +130,95 @@ impl LinkConfig {
             alternative_names_policy: None,
             mac_policy: MacPolicy::None,
             mac: None,
+            properties: Vec::new(),
+            import_properties: Vec::new(),
             unapplied: Vec::new(),
         }
     }
 }
 
+/// Properties `Property=` and `ImportProperty=` may not name: the ones
+/// the kernel and udevd own (sd-device's device_property_can_set).
+const FIXED_PROPERTIES: &[&str] = &[
+    "ACTION",
+    "SEQNUM",
+    "SYNTH_UUID",
+    "DEVPATH",
+    "DEVPATH_OLD",
+    "SUBSYSTEM",
+    "DEVTYPE",
+    "DRIVER",
+    "MODALIAS",
+    "DEVNAME",
+    "DEVMODE",
+    "DEVUID",
+    "DEVGID",
+    "MAJOR",
+    "MINOR",
+    "DISKSEQ",
+    "PARTN",
+    "IFINDEX",
+    "INTERFACE",
+    "INTERFACE_OLD",
+    "DEVLINKS",
+    "TAGS",
+    "CURRENT_TAGS",
+    "USEC_INITIALIZED",
+    "UDEV_DATABASE_VERSION",
+];
+
+/// Whether a `.link` file may set or import the property `key`: a valid
+/// environment name that the kernel or udevd does not own.
+pub fn settable_property(key: &[u8]) -> bool {
+    let valid = !key.is_empty()
+        && !key[0].is_ascii_digit()
+        && key.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'_');
+    valid
+        && !key.starts_with(b"SYNTH_ARG_")
+        && !FIXED_PROPERTIES.iter().any(|f| f.as_bytes() == key)
+}
+
+/// The words of a `Property=`/`ImportProperty=` value, unquoted and
+/// unescaped as systemd extracts them; `%%` is a `%`, and a word with any
+/// other specifier is refused (uevd does not expand specifiers).
+fn property_words(value: &[u8], warn: &mut dyn FnMut(String)) -> Vec<Vec<u8>> {
+    let flags = Extract {
+        unquote: true,
+        cunescape: true,
+        ..Extract::default()
+    };
+    let (ws, complete) = words(value, flags);
+    if !complete {
+        warn(format!("invalid syntax, ignoring: {}", show(value)));
+    }
+    ws.into_iter()
+        .filter_map(|w| {
+            let mut out = Vec::with_capacity(w.len());
+            let mut i = 0;
+            while i < w.len() {
+                if w[i] == b'%' {
+                    if w.get(i + 1) == Some(&b'%') {
+                        out.push(b'%');
+                        i += 2;
+                        continue;
+                    }
+                    warn(format!(
+                        "specifiers are not expanded by uevd, ignoring: {}",
+                        show(&w)
+                    ));
+                    return None;
+                }
+                out.push(w[i]);
+                i += 1;
+            }
+            Some(out)
+        })
+        .collect()
+}
+
 /// `[Link]` settings systemd understands and uevd leaves alone.
 const UNAPPLIED_LINK_KEYS: &[&str] = &[
+    "UnsetProperty",
     "Alias",
     "TransmitQueues",
     "ReceiveQueues",
@@ -697,6 +784,42 @@ fn assign(
                 }
             }
         }
+        (b"Link", b"Property") => {
+            if value.is_empty() {
+                c.properties.clear();
+                return;
+            }
+            for w in property_words(value, warn) {
+                let Some(eq) = w.iter().position(|&b| b == b'=') else {
+                    warn(format!("invalid udev property, ignoring: {}", show(&w)));
+                    continue;
+                };
+                let (key, val) = (&w[..eq], &w[eq + 1..]);
+                if !settable_property(key) || val.iter().any(|&b| b < 0x20 && b != b'\t') {
+                    warn(format!("invalid udev property, ignoring: {}", show(&w)));
+                    continue;
+                }
+                // A later assignment of a key replaces the earlier one.
+                c.properties.retain(|(k, _)| k != key);
+                c.properties.push((key.to_vec(), val.to_vec()));
+            }
+        }
+        (b"Link", b"ImportProperty") => {
+            if value.is_empty() {
+                c.import_properties.clear();
+                return;
+            }
+            for w in property_words(value, warn) {
+                if !settable_property(&w) {
+                    warn(format!(
+                        "invalid udev property name, ignoring: {}",
+                        show(&w)
+                    ));
+                } else if !c.import_properties.contains(&w) {
+                    c.import_properties.push(w);
+                }
+            }
+        }
         (b"Link", k) if UNAPPLIED_LINK_KEYS.iter().any(|u| u.as_bytes() == k) => {
             c.unapplied.push(format!("{}=", show(k)));
         }
@@ -945,6 +1068,43 @@ mod tests {
         let mut notes = Notes::new();
         let r = parse_file(&path, &mut c, &mut notes).map(|()| c);
         (r, notes)
+    }
+
+    #[test]
+    fn udev_properties_set_and_imported() {
+        let (c, notes) = parse(
+            "[Link]\nProperty=ID_NET_MANAGED_BY=io.systemd.Network \"A_B=x y\" BAD BAD-NAME=1\n\
+             Property=ID_NET_AUTO_LINK_LOCAL_ONLY=1 A_B=z DEVNAME=x P=100%% Q=%H\n\
+             ImportProperty=ID_X ID_X IFINDEX 9Z\nUnsetProperty=ID_Y\n",
+        );
+        let c = c.unwrap();
+        let props: Vec<(String, String)> = c
+            .properties
+            .iter()
+            .map(|(k, v)| (show(k), show(v)))
+            .collect();
+        assert_eq!(
+            props,
+            vec![
+                ("ID_NET_MANAGED_BY".into(), "io.systemd.Network".into()),
+                ("ID_NET_AUTO_LINK_LOCAL_ONLY".into(), "1".into()),
+                ("A_B".into(), "z".into()),
+                ("P".into(), "100%".into()),
+            ]
+        );
+        assert_eq!(c.import_properties, vec![b"ID_X".to_vec()]);
+        assert_eq!(c.unapplied, vec!["UnsetProperty=".to_string()]);
+        let text = format!("{:?}", notes.0);
+        for bad in ["BAD", "BAD-NAME=1", "DEVNAME=x", "Q=%H", "IFINDEX", "9Z"] {
+            assert!(text.contains(bad), "{bad} not warned about: {text}");
+        }
+        // An empty assignment clears what came before.
+        let (c, _) = parse(
+            "[Link]\nProperty=A=1\nProperty=\nProperty=B=2\nImportProperty=X\nImportProperty=\n",
+        );
+        let c = c.unwrap();
+        assert_eq!(c.properties, vec![(b"B".to_vec(), b"2".to_vec())]);
+        assert!(c.import_properties.is_empty());
     }
 
     #[test]

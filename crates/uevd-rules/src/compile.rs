@@ -25,7 +25,12 @@ pub enum Matcher {
 }
 
 impl Matcher {
-    fn new(value: &[u8], is_subsystem: bool, split: bool) -> (Matcher, bool) {
+    fn new(
+        value: &[u8],
+        is_subsystem: bool,
+        split: bool,
+        case_insensitive: bool,
+    ) -> (Matcher, bool) {
         if is_subsystem && [&b"subsystem"[..], b"bus", b"class"].contains(&value) {
             return (Matcher::SubsystemWord, false);
         }
@@ -52,8 +57,19 @@ impl Matcher {
         }
         let glob = value.iter().any(|c| b"*?[".contains(c));
         let m = if glob {
+            // i"...": fnmatch's FNM_CASEFOLD folds both sides; the value
+            // is folded when it is compared, the pattern here, once.
             Matcher::Glob {
-                alts: alts.iter().map(|a| Pattern::new(a)).collect(),
+                alts: alts
+                    .iter()
+                    .map(|a| {
+                        if case_insensitive {
+                            Pattern::new(&a.to_ascii_lowercase())
+                        } else {
+                            Pattern::new(a)
+                        }
+                    })
+                    .collect(),
                 or_empty,
             }
         } else {
@@ -113,6 +129,8 @@ pub enum AttrName {
 pub enum ConstKind {
     Arch,
     Virt,
+    /// Confidential virtualization (systemd 254).
+    Cvm,
 }
 
 /// A match: what is compared, with what.
@@ -156,7 +174,8 @@ pub enum Kind {
     ImportCmdline(Vec<u8>),
     ImportParent(Template),
     Result(Compare),
-    Dump,
+    /// OPTIONS="dump" (false) or "dump-json" (true): log the event's state.
+    Dump(bool),
     EscapeNone,
     EscapeReplace,
     DbPersist,
@@ -211,7 +230,7 @@ impl Kind {
             ImportCmdline(_) => 23,
             ImportParent(_) => 24,
             Result(_) => 25,
-            Dump => 26,
+            Dump(_) => 26,
             EscapeNone => 27,
             EscapeReplace => 28,
             DbPersist => 29,
@@ -589,7 +608,8 @@ impl Compiler<'_> {
             ));
         }
         let cmp = |split: bool| -> (Compare, bool) {
-            let (matcher, invert) = Matcher::new(&t.value, key == b"SUBSYSTEM", split);
+            let (matcher, invert) =
+                Matcher::new(&t.value, key == b"SUBSYSTEM", split, t.case_insensitive);
             let trim = t.value.last().is_some_and(|c| !c.is_ascii_whitespace());
             (
                 Compare {
@@ -694,7 +714,8 @@ impl Compiler<'_> {
                 let which = match a {
                     b"arch" => ConstKind::Arch,
                     b"virt" => ConstKind::Virt,
-                    _ => return Err("CONST takes {arch} or {virt}".into()),
+                    b"cvm" => ConstKind::Cvm,
+                    _ => return Err("CONST takes {arch}, {virt} or {cvm}".into()),
                 };
                 if !is_match {
                     return bad_op();
@@ -767,12 +788,18 @@ impl Compiler<'_> {
                 if op == Op::Remove {
                     return bad_op();
                 }
+                if t.case_insensitive {
+                    return Err("PROGRAM does not take the i\"...\" prefix".into());
+                }
                 Kind::Program(self.template(t, true))
             }
             b"IMPORT" => {
                 let a = need_attr()?;
                 if op == Op::Remove {
                     return bad_op();
+                }
+                if t.case_insensitive {
+                    return Err(format!("{name} does not take the i\"...\" prefix"));
                 }
                 match a {
                     b"file" => Kind::ImportFile(self.template(t, true)),
@@ -805,7 +832,9 @@ impl Compiler<'_> {
                 }
                 let v = t.value.as_slice();
                 if v == b"dump" {
-                    Kind::Dump
+                    Kind::Dump(false)
+                } else if v == b"dump-json" {
+                    Kind::Dump(true)
                 } else if v == b"string_escape=none" {
                     Kind::EscapeNone
                 } else if v == b"string_escape=replace" {

@@ -119,6 +119,8 @@ pub struct Outcome {
     pub slow_lines: Vec<uevd_timeline::LineRecord>,
     /// Problems met on the way (failed writes, programs that failed).
     pub warnings: Vec<String>,
+    /// The state each `OPTIONS="dump"` or `"dump-json"` showed, in order.
+    pub dumps: Vec<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -170,6 +172,28 @@ impl uevd_builtins::Env for Props {
     }
 }
 
+/// What a builtin sees: the event's properties, and the record the
+/// database held for the device before the event.
+struct BuiltinEnv<'a> {
+    props: &'a Props,
+    previous: Option<&'a Record>,
+}
+
+impl uevd_builtins::Env for BuiltinEnv<'_> {
+    fn property(&self, key: &[u8]) -> Option<&[u8]> {
+        self.props.get(key)
+    }
+
+    fn stored_property(&self, key: &[u8]) -> Option<&[u8]> {
+        let record = self.previous?;
+        record
+            .properties
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
 struct State<'a> {
     rules: &'a Rules,
     dev: &'a Rc<Device>,
@@ -210,6 +234,8 @@ struct State<'a> {
     timing: bool,
     builtins: Vec<uevd_timeline::BuiltinRecord>,
     warnings: Vec<String>,
+    /// What OPTIONS="dump" and "dump-json" wrote.
+    dumps: Vec<String>,
     /// (file, line) of the line being applied.
     place: (u32, u32),
 }
@@ -342,6 +368,146 @@ fn tag_valid(tag: &[u8]) -> bool {
 }
 
 impl<'a> State<'a> {
+    /// What `OPTIONS="dump"` shows: the sections systemd's dump has that
+    /// uevd keeps (properties, tags, links, watch, node owner, group and
+    /// mode, security labels, interface name, queued RUN commands).
+    fn dump_text(&self, dev: &Device) -> String {
+        use std::fmt::Write;
+        let l = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
+        let mut o = String::from("Properties:\n");
+        for p in &self.props.0 {
+            let _ = writeln!(o, "  {}={}", l(&p.key), l(&p.value));
+        }
+        let tags: Vec<_> = self.tags.iter().filter(|t| !t.is_empty()).collect();
+        if !tags.is_empty() {
+            o.push_str("Tags:\n");
+            for t in tags {
+                let _ = writeln!(o, "  {}", l(t));
+            }
+        }
+        if dev.devnum().is_some() {
+            if !self.links.is_empty() {
+                let _ = writeln!(o, "Device node symlinks: (priority={})", self.link_priority);
+                for link in &self.links {
+                    let _ = writeln!(o, "  {}/{}", l(&self.rules.dev_root), l(link));
+                }
+            }
+            let watch = if self.watch == Some(true) {
+                "enabled"
+            } else {
+                "disabled"
+            };
+            let _ = writeln!(o, "Inotify watch:\n  {watch}");
+            let users = &self.rules.users;
+            if let Some(uid) = self.uid {
+                let name = users.user_name(uid).map(l);
+                let name = name.as_deref().unwrap_or("n/a");
+                let _ = writeln!(o, "Device node owner:\n  {name} (uid={uid})");
+            }
+            if let Some(gid) = self.gid {
+                let name = users.group_name(gid).map(l);
+                let name = name.as_deref().unwrap_or("n/a");
+                let _ = writeln!(o, "Device node group:\n  {name} (gid={gid})");
+            }
+            if let Some(mode) = self.mode {
+                let _ = writeln!(o, "Device node permission:\n  {mode:04o}");
+            }
+            if !self.seclabels.is_empty() {
+                o.push_str("Device node security label:\n");
+                for (module, label) in &self.seclabels {
+                    let _ = writeln!(o, "  {} : {}", l(module), l(label));
+                }
+            }
+        }
+        if dev.ifindex().is_some() {
+            if let Some(name) = &self.name {
+                let _ = writeln!(o, "Network interface name:\n  {}", l(name));
+            }
+        }
+        if !self.run.is_empty() {
+            o.push_str("Queued commands:\n");
+            for r in &self.run {
+                let _ = match r {
+                    Run::Builtin(_, cmd) => writeln!(o, "  RUN{{builtin}} : {}", l(cmd)),
+                    Run::Program(cmd) => writeln!(o, "  RUN{{program}} : {}", l(cmd)),
+                };
+            }
+        }
+        o
+    }
+
+    /// What `OPTIONS="dump-json"` shows: the same state as one JSON object
+    /// on one line (keys are uevd's, in systemd's camel case).
+    fn dump_json(&self, dev: &Device) -> String {
+        use uevd_timeline::json_string;
+        let l = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
+        let strings = |o: &mut String, items: &mut dyn Iterator<Item = String>| {
+            o.push('[');
+            for (i, v) in items.enumerate() {
+                if i > 0 {
+                    o.push(',');
+                }
+                json_string(o, &v, false);
+            }
+            o.push(']');
+        };
+        let mut o = String::from("{\"properties\":{");
+        for (i, p) in self.props.0.iter().enumerate() {
+            if i > 0 {
+                o.push(',');
+            }
+            json_string(&mut o, &l(&p.key), false);
+            o.push(':');
+            json_string(&mut o, &l(&p.value), false);
+        }
+        o.push_str("},\"tags\":");
+        strings(
+            &mut o,
+            &mut self.tags.iter().filter(|t| !t.is_empty()).map(|t| l(t)),
+        );
+        if dev.devnum().is_some() {
+            o.push_str(",\"deviceNodeSymlinks\":");
+            let root = l(&self.rules.dev_root);
+            strings(
+                &mut o,
+                &mut self.links.iter().map(|k| format!("{root}/{}", l(k))),
+            );
+            o.push_str(&format!(
+                ",\"deviceNodeSymlinkPriority\":{},\"inotifyWatch\":{}",
+                self.link_priority,
+                self.watch == Some(true)
+            ));
+            if let Some(uid) = self.uid {
+                o.push_str(&format!(",\"deviceNodeOwnerID\":{uid}"));
+            }
+            if let Some(gid) = self.gid {
+                o.push_str(&format!(",\"deviceNodeGroupID\":{gid}"));
+            }
+            if let Some(mode) = self.mode {
+                o.push_str(&format!(",\"deviceNodePermissions\":{mode}"));
+            }
+        }
+        if let (Some(_), Some(name)) = (dev.ifindex(), &self.name) {
+            o.push_str(",\"networkInterfaceName\":");
+            json_string(&mut o, &l(name), false);
+        }
+        o.push_str(",\"queuedCommands\":[");
+        for (i, r) in self.run.iter().enumerate() {
+            if i > 0 {
+                o.push(',');
+            }
+            let (kind, cmd) = match r {
+                Run::Builtin(_, c) => ("builtin", c),
+                Run::Program(c) => ("program", c),
+            };
+            o.push_str(&format!("{{\"type\":\"{kind}\",\"command\":"));
+            json_string(&mut o, &l(cmd), false);
+            o.push('}');
+        }
+        o.push_str("]}");
+        o
+    }
+
     fn warn(&mut self, token: &Token, message: String) {
         let m = format!("{}: {message}", token.text);
         log::debug!("{} {m}", self.dev.devpath_os().to_string_lossy());
@@ -657,6 +823,7 @@ impl<'a> State<'a> {
                 let v = match which {
                     ConstKind::Arch => arch(),
                     ConstKind::Virt => virt(),
+                    ConstKind::Cvm => uevd_host::detect_confidential_virtualization(),
                 };
                 self.compare(token, c, Some(v.as_bytes()))
             }
@@ -840,20 +1007,18 @@ impl<'a> State<'a> {
                 let r = self.program_result.clone();
                 self.compare(token, c, r.as_deref())
             }
-            Kind::Dump => {
+            Kind::Dump(json) => {
+                let text = if *json {
+                    self.dump_json(dev)
+                } else {
+                    self.dump_text(dev)
+                };
                 log::info!(
-                    "{}: {} properties, links {:?}, tags {:?}",
+                    "{}: {}: dumping current state:\n{text}",
                     dev.devpath_os().to_string_lossy(),
-                    self.props.0.len(),
-                    self.links
-                        .iter()
-                        .map(|l| String::from_utf8_lossy(l).into_owned())
-                        .collect::<Vec<_>>(),
-                    self.tags
-                        .iter()
-                        .map(|l| String::from_utf8_lossy(l).into_owned())
-                        .collect::<Vec<_>>(),
+                    token.text
                 );
+                self.dumps.push(text);
                 true
             }
             Kind::EscapeNone => {
@@ -1203,7 +1368,10 @@ impl<'a> State<'a> {
             &uevd_builtins::Call {
                 device: self.dev,
                 args: &args,
-                env: &self.props,
+                env: &BuiltinEnv {
+                    props: &self.props,
+                    previous: self.previous,
+                },
                 test: self.test,
             },
             &mut out,
@@ -1487,6 +1655,7 @@ impl Rules {
             timing,
             builtins: Vec::new(),
             warnings: Vec::new(),
+            dumps: Vec::new(),
             place: (0, 0),
         };
         let mut mask = line_flags::GOTO | line_flags::UPDATE;
@@ -1546,6 +1715,7 @@ impl Rules {
             builtins: state.builtins,
             slow_lines: timer.finish(self),
             warnings: state.warnings,
+            dumps: state.dumps,
         }
     }
 

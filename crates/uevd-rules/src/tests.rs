@@ -1135,3 +1135,157 @@ fn root_and_devnode_follow_the_dev_directory_in_use() {
     );
     assert_eq!(links(&o), vec!["by-root"]);
 }
+
+#[test]
+fn newer_syntax_is_accepted_and_its_misuse_reported_with_its_place() {
+    let text = concat!(
+        "KERNEL==\"sda\", SYMLINK+=\"keep gone\", SYMLINK-=\"gone\"\n",
+        "KERNEL==\"sda\", CONST{cvm}==\"?*\", ENV{CVM}=\"1\"\n",
+        "KERNEL==\"sda\", OPTIONS=\"dump\", OPTIONS=\"dump-json\"\n",
+        "KERNEL==\"sda\", PROGRAM==i\"/bin/true\", ENV{X}=\"1\"\n",
+        "KERNEL==\"sda\", IMPORT{file}==i\"/x\", ENV{X}=\"1\"\n",
+        "KERNEL==\"sda\", TEST==i\"size\", ENV{X}=\"1\"\n",
+        "KERNEL==\"sda\", CONST{tpm}==\"1\", ENV{X}=\"1\"\n",
+        "KERNEL==\"sda\", ENV{X}=i\"1\"\n",
+        "KERNEL==\"sda\", ATTR{size}==i\"2048\", ENV{I}=\"1\"\n",
+    );
+    let t = Tree::disk();
+    let (rules, diags) = Rules::from_text("n.rules", text.as_bytes(), &t.config());
+    let shown: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+    assert_eq!(
+        shown,
+        vec![
+            "n.rules:4:16: error: PROGRAM does not take the i\"...\" prefix; the rule is ignored",
+            "n.rules:5:16: error: IMPORT{file} does not take the i\"...\" prefix; the rule is ignored",
+            "n.rules:6:16: error: TEST does not take the i\"...\" prefix; the rule is ignored",
+            "n.rules:7:16: error: CONST takes {arch}, {virt} or {cvm}; the rule is ignored",
+            "n.rules:8:16: error: the i\"...\" prefix is only for '==' and '!=' (on ENV{X}); the rule is ignored",
+        ]
+    );
+    let o = rules.apply(
+        Event {
+            device: t.device(SDA, Action::Add),
+            previous: None,
+            test: false,
+            trace: false,
+        },
+        &NoStore,
+    );
+    assert_eq!(links(&o), vec!["keep"]);
+    assert_eq!(prop(&o, "CVM"), Some("1"), "CONST{{cvm}} is never empty");
+    assert_eq!(prop(&o, "I"), Some("1"));
+    assert_eq!(prop(&o, "X"), None);
+    assert_eq!(o.dumps.len(), 2);
+}
+
+#[test]
+fn case_insensitive_matches_fold_both_the_value_and_the_pattern() {
+    let t = Tree::disk();
+    check_match(&t, SDA, r#"KERNEL==i"SD[A-C]""#, r#"KERNEL=="SD[A-C]""#);
+    check_match(&t, SDA, r#"KERNEL==i"S*""#, r#"KERNEL=="S*""#);
+    check_match(&t, SDA, r#"KERNEL!=i"NVME*|HD?""#, r#"KERNEL!=i"SD*""#);
+    check_match(
+        &t,
+        SDA,
+        r#"ATTRS{model}==i"qemu HARDDISK""#,
+        r#"ATTRS{model}=="qemu HARDDISK""#,
+    );
+    check_match(
+        &t,
+        SDA,
+        r#"ATTRS{vendor}==i"at*""#,
+        r#"ATTRS{vendor}=="at*""#,
+    );
+    check_match(&t, SDA, r#"SUBSYSTEM==i"BLOCK""#, r#"SUBSYSTEM=="BLOCK""#);
+    check_match(
+        &t,
+        SDA,
+        r#"ENV{DEVTYPE}==i"DISK|PART*""#,
+        r#"ENV{DEVTYPE}=="DISK""#,
+    );
+    check_match(
+        &t,
+        SDA,
+        r#"CONST{cvm}==i"NONE|SEV*|TDX|PROTVIRT""#,
+        "CONST{cvm}==\"\"",
+    );
+}
+
+#[test]
+fn symlink_removal_drops_a_name_wherever_it_came_from() {
+    let t = Tree::disk();
+    let o = t.run(
+        concat!(
+            "KERNEL==\"sda\", SYMLINK+=\"disk/a disk/b /dev/disk/c\"\n",
+            "KERNEL==\"sda\", SYMLINK-=\"/dev/disk/a disk/c\"\n",
+            "KERNEL==\"sda\", SYMLINK-=\"not-there\"\n",
+            "KERNEL==\"sda\", SYMLINK!=\"disk/a\", SYMLINK==\"disk/b\", ENV{ONLY_B}=\"1\"\n",
+        ),
+        SDA,
+    );
+    assert_eq!(links(&o), vec!["disk/b"]);
+    assert_eq!(prop(&o, "ONLY_B"), Some("1"));
+    // A final assignment stops removals too.
+    let o = t.run(
+        concat!(
+            "KERNEL==\"sda\", SYMLINK:=\"fixed\"\n",
+            "KERNEL==\"sda\", SYMLINK-=\"fixed\"\n",
+        ),
+        SDA,
+    );
+    assert_eq!(links(&o), vec!["fixed"]);
+}
+
+#[test]
+fn dump_shows_the_state_so_far_as_text_and_json() {
+    let t = Tree::disk();
+    let o = t.run(
+        concat!(
+            "KERNEL==\"sda\", SYMLINK+=\"by-x/a\", TAG+=\"t1\", ENV{MINE}=\"v\\\"q\"\n",
+            "KERNEL==\"sda\", OWNER=\"user\", GROUP=\"disk\", MODE=\"0640\", OPTIONS+=\"link_priority=5\"\n",
+            "KERNEL==\"sda\", RUN+=\"/bin/true %k\"\n",
+            // Within a line OPTIONS come before RUN, as in udev.
+            "KERNEL==\"sda\", OPTIONS=\"dump\", RUN+=\"/bin/false\"\n",
+            "KERNEL==\"sda\", OPTIONS=\"dump-json\"\n",
+            "KERNEL==\"sda\", ENV{LATER}=\"1\"\n",
+        ),
+        SDA,
+    );
+    assert_eq!(o.dumps.len(), 2);
+    let text = &o.dumps[0];
+    for want in [
+        "Properties:\n",
+        "  DEVNAME=sda\n",
+        "  MINE=v\"q\n",
+        "Tags:\n  t1\n",
+        "Device node symlinks: (priority=5)\n  /dev/by-x/a\n",
+        "Inotify watch:\n  disabled\n",
+        "Device node owner:\n  user (uid=1000)\n",
+        "Device node group:\n  disk (gid=6)\n",
+        "Device node permission:\n  0640\n",
+        "Queued commands:\n  RUN{program} : /bin/true sda\n",
+    ] {
+        assert!(text.contains(want), "{want:?} not in\n{text}");
+    }
+    assert!(
+        !text.contains("LATER"),
+        "a dump shows the state at its line"
+    );
+    let json = &o.dumps[1];
+    assert!(
+        json.starts_with("{\"properties\":{") && json.ends_with("]}"),
+        "{json}"
+    );
+    for want in [
+        "\"MINE\":\"v\\\"q\"",
+        "\"tags\":[\"t1\"]",
+        "\"deviceNodeSymlinks\":[\"/dev/by-x/a\"]",
+        "\"deviceNodeSymlinkPriority\":5",
+        "\"deviceNodeOwnerID\":1000",
+        "\"deviceNodePermissions\":416",
+        "\"queuedCommands\":[{\"type\":\"program\",\"command\":\"/bin/true sda\"},",
+    ] {
+        assert!(json.contains(want), "{want} not in {json}");
+    }
+    assert!(!json.contains('\n'));
+}

@@ -42,6 +42,24 @@ impl Users {
     pub fn gid(&self, name: &[u8]) -> Option<u32> {
         self.groups.get(name).copied()
     }
+
+    /// The name of a user id (for `OPTIONS="dump"`; not on any hot path).
+    pub fn user_name(&self, uid: u32) -> Option<&[u8]> {
+        self.users
+            .iter()
+            .filter(|(_, &id)| id == uid)
+            .map(|(n, _)| n.as_slice())
+            .min()
+    }
+
+    /// The name of a group id, as [`Users::user_name`].
+    pub fn group_name(&self, gid: u32) -> Option<&[u8]> {
+        self.groups
+            .iter()
+            .filter(|(_, &id)| id == gid)
+            .map(|(n, _)| n.as_slice())
+            .min()
+    }
 }
 
 #[cfg(test)]

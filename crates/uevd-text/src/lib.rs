@@ -13,6 +13,12 @@ pub mod text;
 /// Properties the event has so far (kernel's and those the rules set).
 pub trait Env {
     fn property(&self, key: &[u8]) -> Option<&[u8]>;
+
+    /// A property of the device's database record from before this event
+    /// (what `.link` files' `ImportProperty=` copies); none by default.
+    fn stored_property(&self, _key: &[u8]) -> Option<&[u8]> {
+        None
+    }
 }
 
 pub use uevd_uevent::Properties;

@@ -642,6 +642,7 @@ fn rules_give_a_block_device_links_permissions_properties_and_tags() {
             "SUBSYSTEM==\"block\", KERNEL==\"loop*\", ENV{ID_TEST}=\"yes-$kernel\", ",
             "SYMLINK+=\"test/by-name/$kernel test/other-%n\", GROUP=\"6\", MODE=\"0640\", TAG+=\"uevd_test\"\n",
             "ENV{ID_TEST}==\"yes-*\", PROGRAM=\"/bin/sh -c 'echo from-program $$ID_TEST'\", ENV{ID_RESULT}=\"%c{2}\"\n",
+            "SUBSYSTEM==\"block\", KERNEL==\"loop*\", OPTIONS=\"dump\"\n",
         ),
     );
     let daemon = lab.start_uevd(uevd(), &[]).unwrap();
@@ -688,6 +689,11 @@ fn rules_give_a_block_device_links_permissions_properties_and_tags() {
     assert!(text.contains("50-test.rules:1"), "{text}");
     assert!(text.contains(&format!("ID_TEST=yes-loop{n}")), "{text}");
     assert!(text.contains("mode: 0640"), "{text}");
+    assert!(
+        text.contains("# OPTIONS dump:\n#   Properties:\n")
+            && text.contains("#   Device node permission:\n#     0640\n"),
+        "{text}"
+    );
 
     assert!(loop_device(&lab, "loop-remove", n).status.success());
     lab.settle(uevd()).unwrap();
@@ -840,6 +846,51 @@ fn verify_reports_each_broken_line_and_fails() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("1 files, 1 rules: 1 errors"), "{stdout}");
+}
+
+#[test]
+fn verify_takes_newer_syntax_and_places_its_misuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("60-newer.rules");
+    std::fs::write(
+        &good,
+        concat!(
+            "KERNEL==\"sd*\", SYMLINK-=\"disk/old\"\n",
+            "KERNEL==\"sd*\", ATTR{vendor}==i\"ata*\", CONST{cvm}!=\"none\", OPTIONS=\"dump-json\"\n",
+            "KERNEL==\"sd*\", OPTIONS+=\"dump\", IMPORT{builtin}=\"net_driver\"\n",
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(uevd())
+        .args(["verify", good.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("60-newer.rules"), "{err}");
+    let bad = dir.path().join("61-misuse.rules");
+    std::fs::write(
+        &bad,
+        concat!(
+            "KERNEL==\"sd*\", PROGRAM==i\"/bin/true\", ENV{X}=\"1\"\n",
+            "KERNEL==\"sd*\", CONST{tee}==\"1\", ENV{X}=\"1\"\n",
+            "KERNEL==\"sd*\", SYMLINK+=i\"x\"\n",
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(uevd())
+        .args(["verify", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "61-misuse.rules:1:16: error: PROGRAM does not take the i\"...\" prefix",
+        "61-misuse.rules:2:16: error: CONST takes {arch}, {virt} or {cvm}",
+        "61-misuse.rules:3:16: error: the i\"...\" prefix is only for '==' and '!=' (on SYMLINK)",
+    ] {
+        assert!(err.contains(want), "{want} not in {err}");
+    }
 }
 
 #[test]
@@ -1269,4 +1320,70 @@ fn builtins_and_slow_rule_lines_are_timed_in_the_journal() {
     assert!(text.contains("net_id (import 1, run 1)"), "{text}");
     assert!(text.contains("scsi_id (program)"), "{text}");
     assert!(text.contains("60-timed.rules:4"), "{text}");
+}
+
+/// systemd 256's ID_PROCESSING=1 while RUN programs run (and only for an
+/// event that has some), with 254's CONST{cvm} and OPTIONS="dump" on the
+/// way.
+#[test]
+fn the_record_says_processing_while_run_programs_run() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let out = lab.root().join("seen");
+    std::fs::create_dir_all(&out).unwrap();
+    let data = lab.run().join("udev/data");
+    write_rules(
+        &lab,
+        "50-test.rules",
+        &format!(
+            concat!(
+                "SUBSYSTEM==\"net\", ACTION==\"add\", CONST{{cvm}}==\"?*\", ENV{{ID_CVM_SEEN}}=\"1\"\n",
+                "SUBSYSTEM==\"net\", ACTION==\"add\", KERNEL==\"pra0\", ",
+                "RUN+=\"/bin/sh -c 'cat {}/n$$IFINDEX > {}/$$INTERFACE'\"\n",
+                "SUBSYSTEM==\"net\", ACTION==\"add\", KERNEL==\"prb0\", OPTIONS=\"dump\"\n",
+            ),
+            data.display(),
+            out.display()
+        ),
+    );
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    lab.ip_batch(&veth_pairs("pr", 1)).unwrap();
+    lab.settle(uevd()).unwrap();
+    let during = std::fs::read_to_string(out.join("pra0")).unwrap_or_default();
+    assert!(during.contains("E:ID_PROCESSING=1\n"), "{during:?}");
+    assert!(during.contains("E:ID_CVM_SEEN=1\n"), "{during:?}");
+    let interfaces = lab.interfaces().unwrap();
+    for name in ["pra0", "prb0"] {
+        let (ifindex, _) = interfaces.iter().find(|(_, n)| n == name).unwrap();
+        let after = db_record(&lab, &format!("n{ifindex}"));
+        assert!(after.contains("E:ID_CVM_SEEN=1\n"), "{name}: {after:?}");
+        assert!(!after.contains("ID_PROCESSING"), "{name}: {after:?}");
+    }
+    assert!(!out.join("prb0").exists());
+    let log = daemon.stop(&lab).unwrap();
+    assert!(
+        log.contains("dumping current state") && log.contains("  INTERFACE=prb0\n"),
+        "{log}"
+    );
+}
+
+/// systemd 253's net_driver builtin names the veth driver.
+#[test]
+fn net_driver_sets_the_driver_ethtool_names() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    write_rules(
+        &lab,
+        "50-test.rules",
+        "SUBSYSTEM==\"net\", ACTION==\"add\", IMPORT{builtin}=\"net_driver\", ENV{ID_DRIVER_SEEN}=\"1\"\n",
+    );
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    lab.ip_batch(&veth_pairs("nd", 1)).unwrap();
+    lab.settle(uevd()).unwrap();
+    let interfaces = lab.interfaces().unwrap();
+    let (ifindex, _) = interfaces.iter().find(|(_, n)| n == "nda0").unwrap();
+    let record = db_record(&lab, &format!("n{ifindex}"));
+    assert!(record.contains("E:ID_NET_DRIVER=veth\n"), "{record:?}");
+    assert!(record.contains("E:ID_DRIVER_SEEN=1\n"), "{record:?}");
+    daemon.stop(&lab).unwrap();
 }

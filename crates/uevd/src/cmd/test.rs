@@ -82,6 +82,12 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
     for w in &outcome.warnings {
         writeln!(out, "# warning: {w}")?;
     }
+    for d in &outcome.dumps {
+        writeln!(out, "# OPTIONS dump:")?;
+        for line in d.lines() {
+            writeln!(out, "#   {line}")?;
+        }
+    }
     for (k, v) in &outcome.event_properties {
         writeln!(out, "{}={}", show(k), show(v))?;
     }
