@@ -530,7 +530,11 @@ impl Builtin for NetSetupLink {
         } else {
             link_from_sysfs(dev)?
         };
-        if kernel && !state.address.is_empty() && state.permanent_address.is_empty() {
+        if kernel
+            && !state.address.is_empty()
+            && state.permanent_address.is_empty()
+            && !kernel::reports_permanent_address()
+        {
             match kernel::permanent_address(&ifname) {
                 Ok(a) => state.permanent_address = a,
                 Err(e) => log::debug!(

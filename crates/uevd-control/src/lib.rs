@@ -77,6 +77,10 @@ pub enum Request {
     ChildrenMax(usize),
     /// A property every event gets; an empty value removes it.
     Property(String, String),
+    /// Every device is about to be announced again (a coldplug): start
+    /// loading the drivers of every device present now, not one event at
+    /// a time.
+    Coldplug,
 }
 
 impl Request {
@@ -104,6 +108,7 @@ impl Request {
             "status" => Request::Status,
             "stop-exec-queue" => Request::StopExecQueue,
             "start-exec-queue" => Request::StartExecQueue,
+            "coldplug" => Request::Coldplug,
             "children-max" => Request::ChildrenMax(
                 needs_arg()?
                     .parse()
@@ -130,6 +135,7 @@ impl Request {
                     | Request::Status
                     | Request::StopExecQueue
                     | Request::StartExecQueue
+                    | Request::Coldplug
             )
         {
             return Err(format!("'{verb}' takes no argument"));
@@ -151,6 +157,7 @@ impl fmt::Display for Request {
             Request::StartExecQueue => f.write_str("start-exec-queue"),
             Request::ChildrenMax(n) => write!(f, "children-max {n}"),
             Request::Property(k, v) => write!(f, "property {k}={v}"),
+            Request::Coldplug => f.write_str("coldplug"),
         }
     }
 }
@@ -311,6 +318,7 @@ mod tests {
             Request::Status,
             Request::StopExecQueue,
             Request::StartExecQueue,
+            Request::Coldplug,
             Request::ChildrenMax(4),
             Request::Property("FOO".into(), "a b=c".into()),
             Request::Property("FOO".into(), String::new()),

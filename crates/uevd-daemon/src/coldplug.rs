@@ -19,6 +19,7 @@ impl Daemon {
     pub(crate) fn coldplug(&mut self, how: Coldplug) {
         let journal = self.processor.journal.clone();
         journal.mark("coldplug-start", format!("{how:?}").to_lowercase());
+        crate::modules::preload(&self.sysfs, &self.processor.rules(), &journal);
         let t = Instant::now();
         let count = match how {
             Coldplug::Read => self.synthesize_all(Source::Coldplug, &HashSet::new()),

@@ -467,6 +467,14 @@ impl Daemon {
                 self.processor.set_global(key.as_bytes(), value.as_bytes());
                 conn.reply(&Reply::Ok(String::new()));
             }
+            Request::Coldplug => {
+                crate::modules::preload(
+                    &self.sysfs,
+                    &self.processor.rules(),
+                    &self.processor.journal,
+                );
+                conn.reply(&Reply::Ok(String::new()));
+            }
             Request::Status => {
                 let (pending, running) = self.queue.status();
                 let p = &self.processor;

@@ -588,9 +588,17 @@ impl Processor {
         let stored = record.needs_file(node.is_some(), has_ifindex);
         let nothing_to_do = !stored && !had_record;
         let runs = !outcome.run.is_empty();
-        if runs {
-            // systemd 256: while RUN programs run the record says
-            // ID_PROCESSING=1; it is written again without it after them.
+        // systemd 256: while RUN programs run the record says
+        // ID_PROCESSING=1; it is written again without it after them.
+        // Builtins (a module load handed to the loader) are done within
+        // the event's own time, as every step before them: a record that
+        // says so for that long would cost a second write per event with
+        // a MODALIAS and tell a reader nothing.
+        let runs_programs = outcome
+            .run
+            .iter()
+            .any(|r| matches!(r, uevd_rules::Run::Program(_)));
+        if runs_programs {
             let mut busy = record.clone();
             busy.properties
                 .push((b"ID_PROCESSING".to_vec(), b"1".to_vec()));
@@ -619,9 +627,11 @@ impl Processor {
         announce.extend(announced_properties(&record));
         if runs {
             self.run_programs(&rules, dev, &outcome, &announce, clock, &mut errors);
-            // A device with nothing to record is left with no file.
-            if let Err(e) = self.db.write(&id, &record, node.is_some(), has_ifindex) {
-                errors.push(format!("database {id}: {e}"));
+            if runs_programs {
+                // A device with nothing to record is left with no file.
+                if let Err(e) = self.db.write(&id, &record, node.is_some(), has_ifindex) {
+                    errors.push(format!("database {id}: {e}"));
+                }
             }
             clock.step("run");
         }

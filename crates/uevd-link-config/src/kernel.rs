@@ -3,8 +3,15 @@
 //! (RTM_GETLINK), its driver and permanent address over the ethtool ioctl,
 //! and the two changes it makes: a MAC address (RTM_SETLINK) and
 //! alternative names (RTM_NEWLINKPROP).
+//!
+//! Each thread keeps its sockets: a netlink socket costs the kernel a
+//! port in its hash table and an RCU-deferred free, and net_setup_link runs
+//! for every interface. A socket belongs to the network namespace it was
+//! made in, so a thread that changes namespace must call
+//! [`close_sockets`] first.
 
 use super::words::HwAddr;
+use std::cell::RefCell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
@@ -56,13 +63,17 @@ fn align4(n: usize) -> usize {
 
 struct Message(Vec<u8>);
 
+/// Where the sequence number sits in a netlink header.
+const SEQ_AT: usize = 8;
+
 impl Message {
     fn new(kind: u16, flags: u16, ifindex: u32) -> Message {
         let mut m = Vec::with_capacity(256);
         m.extend_from_slice(&0u32.to_ne_bytes());
         m.extend_from_slice(&kind.to_ne_bytes());
         m.extend_from_slice(&(NLM_F_REQUEST | NLM_F_ACK | flags).to_ne_bytes());
-        m.extend_from_slice(&1u32.to_ne_bytes());
+        // The sequence number, set when the message is sent.
+        m.extend_from_slice(&0u32.to_ne_bytes());
         m.extend_from_slice(&0u32.to_ne_bytes());
         // struct ifinfomsg: family, pad, type, index, flags, change.
         m.extend_from_slice(&[0, 0, 0, 0]);
@@ -151,10 +162,58 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_ne_bytes(b[at..at + 4].try_into().unwrap())
 }
 
+/// A thread's rtnetlink socket, the number of its last request and a
+/// buffer for replies.
+struct Route {
+    fd: OwnedFd,
+    seq: u32,
+    buf: Vec<u8>,
+}
+
+thread_local! {
+    static ROUTE: RefCell<Option<Route>> = const { RefCell::new(None) };
+    static IOCTL: RefCell<Option<OwnedFd>> = const { RefCell::new(None) };
+}
+
+/// Closes the calling thread's sockets; the next request opens new ones
+/// (in the namespace the thread is in then).
+pub fn close_sockets() {
+    ROUTE.with(|r| r.borrow_mut().take());
+    IOCTL.with(|r| r.borrow_mut().take());
+}
+
 /// Sends one request and returns the RTM_NEWLINK it brought back (empty
 /// for a plain acknowledgement).
 fn call(request: Vec<u8>) -> io::Result<Vec<u8>> {
-    let fd = netlink_socket(NETLINK_ROUTE)?;
+    ROUTE.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(Route {
+                fd: netlink_socket(NETLINK_ROUTE)?,
+                seq: 0,
+                buf: vec![0u8; 64 * 1024],
+            });
+        }
+        let route = slot.as_mut().expect("just made");
+        match exchange(route, request) {
+            Ok(answer) => answer,
+            // A socket left with a reply half read, or wedged, is not
+            // reused.
+            Err(e) => {
+                *slot = None;
+                Err(e)
+            }
+        }
+    })
+}
+
+/// One request and its answer. The outer error is the socket's; the
+/// inner one is the kernel's answer (the exchange is complete).
+fn exchange(route: &mut Route, mut request: Vec<u8>) -> io::Result<io::Result<Vec<u8>>> {
+    route.seq = route.seq.wrapping_add(1).max(1);
+    let seq = route.seq;
+    request[SEQ_AT..SEQ_AT + 4].copy_from_slice(&seq.to_ne_bytes());
+    let fd = &route.fd;
     // SAFETY: sockaddr_nl is plain data; all zeros is the kernel.
     let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
     kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
@@ -178,7 +237,7 @@ fn call(request: Vec<u8>) -> io::Result<Vec<u8>> {
             return Err(e);
         }
     }
-    let mut buf = vec![0u8; 64 * 1024];
+    let buf = &mut route.buf;
     let mut reply = Vec::new();
     loop {
         // SAFETY: sockaddr_nl is plain data for recvfrom to fill in.
@@ -218,16 +277,16 @@ fn call(request: Vec<u8>) -> io::Result<Vec<u8>> {
                 break;
             }
             let kind = u16_at(msgs, 4);
-            let seq = u32_at(msgs, 8);
-            if seq == 1 {
+            let reply_seq = u32_at(msgs, SEQ_AT);
+            if reply_seq == seq {
                 match kind {
                     NLMSG_ERROR if len >= NLMSG_HDRLEN + 4 => {
                         let code = u32_at(msgs, NLMSG_HDRLEN) as i32;
-                        return if code == 0 {
+                        return Ok(if code == 0 {
                             Ok(reply)
                         } else {
                             Err(io::Error::from_raw_os_error(-code))
-                        };
+                        });
                     }
                     RTM_NEWLINK => reply = msgs[..len].to_vec(),
                     _ => {}
@@ -364,7 +423,16 @@ fn ioctl_socket() -> io::Result<OwnedFd> {
 }
 
 fn ethtool(ifname: &[u8], data: *mut libc::c_void) -> io::Result<()> {
-    let fd = ioctl_socket()?;
+    IOCTL.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(ioctl_socket()?);
+        }
+        ethtool_on(slot.as_ref().expect("just made"), ifname, data)
+    })
+}
+
+fn ethtool_on(fd: &OwnedFd, ifname: &[u8], data: *mut libc::c_void) -> io::Result<()> {
     let mut req = IfReq {
         name: [0; 16],
         data,
@@ -392,6 +460,28 @@ pub fn driver(ifname: &[u8]) -> io::Result<Vec<u8>> {
         return Err(io::Error::from_raw_os_error(libc::ENODATA));
     }
     Ok(d)
+}
+
+/// Whether RTM_NEWLINK names the permanent address whenever the interface
+/// has one (IFLA_PERM_ADDRESS, Linux 5.6 and later). Then its absence means
+/// an address of zeros, which ethtool would report too and which counts as
+/// none: asking ethtool again would cost a call per interface for nothing.
+pub fn reports_permanent_address() -> bool {
+    static ANSWER: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ANSWER.get_or_init(|| release_at_least(uevd_host::kernel_release(), (5, 6)))
+}
+
+/// Whether a kernel release ("6.1.0-56-amd64") is at least `major.minor`.
+fn release_at_least(release: &[u8], (major, minor): (u32, u32)) -> bool {
+    let mut parts = release.split(|c| !c.is_ascii_digit()).map(|p| {
+        std::str::from_utf8(p)
+            .ok()
+            .and_then(|p| p.parse::<u32>().ok())
+    });
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(a), Some(b)) => (a, b) >= (major, minor),
+        _ => false,
+    }
 }
 
 /// The address the hardware came with, for kernels that do not put it in
@@ -433,6 +523,46 @@ mod tests {
             get_link(0x7fff_fff0).unwrap_err().raw_os_error(),
             Some(libc::ENODEV)
         );
+    }
+
+    #[test]
+    fn releases_are_compared_by_major_and_minor() {
+        assert!(release_at_least(b"6.1.0-56-amd64", (5, 6)));
+        assert!(release_at_least(b"5.6.0", (5, 6)));
+        assert!(release_at_least(b"5.10", (5, 6)));
+        assert!(!release_at_least(b"5.4.0-150-generic", (5, 6)));
+        assert!(!release_at_least(b"4.19.0", (5, 6)));
+        assert!(!release_at_least(b"", (5, 6)));
+        assert!(!release_at_least(b"x", (5, 6)));
+    }
+
+    #[test]
+    fn one_socket_serves_a_thread_and_is_reopened_after_closing() {
+        let count = || {
+            std::fs::read_dir("/proc/thread-self/fd")
+                .map(|d| d.count())
+                .unwrap_or(0)
+        };
+        if get_link(1).is_err() {
+            eprintln!("skipped: no rtnetlink here");
+            return;
+        }
+        let open = count();
+        for _ in 0..50 {
+            assert_eq!(get_link(1).unwrap().ifname, b"lo");
+            let _ = driver(b"lo");
+        }
+        assert!(
+            count() <= open + 1,
+            "{} descriptors after 50 calls",
+            count()
+        );
+        close_sockets();
+        assert!(count() < open, "closed");
+        assert_eq!(get_link(1).unwrap().ifname, b"lo");
+        // A kernel's "no" leaves the socket fit for the next question.
+        assert!(get_link(0x7fff_fff0).is_err());
+        assert_eq!(get_link(1).unwrap().ifname, b"lo");
     }
 
     #[test]

@@ -330,6 +330,24 @@ impl Rules {
         self.lines.len()
     }
 
+    /// Whether some rule loads the drivers a device's MODALIAS names
+    /// (`RUN{builtin}+="kmod load"` with no module named, as udev's
+    /// 80-drivers.rules has): then every device present at start needs its
+    /// drivers, and they can be asked for before the events are processed.
+    pub fn loads_modaliases(&self) -> bool {
+        self.lines
+            .iter()
+            .flat_map(|l| &l.tokens)
+            .any(|t| match &t.kind {
+                Kind::RunBuiltin("kmod", args) => args.as_plain().is_some_and(|a| {
+                    a.split(|c| c.is_ascii_whitespace())
+                        .filter(|w| !w.is_empty())
+                        .eq([&b"kmod"[..], b"load"])
+                }),
+                _ => false,
+            })
+    }
+
     /// The nodes OPTIONS+="static_node=" names, with what their lines set.
     pub fn static_nodes(&self) -> Vec<StaticNode> {
         let mut out = Vec::new();

@@ -1289,3 +1289,23 @@ fn dump_shows_the_state_so_far_as_text_and_json() {
     }
     assert!(!json.contains('\n'));
 }
+
+#[test]
+fn rules_that_load_every_modalias_are_recognised() {
+    let loads = |text: &str| {
+        let (rules, _) = Rules::from_text("t.rules", text.as_bytes(), &Config::default());
+        rules.loads_modaliases()
+    };
+    assert!(loads(
+        "ACTION!=\"add\", GOTO=\"end\"\nENV{MODALIAS}==\"?*\", RUN{builtin}+=\"kmod load\"\nLABEL=\"end\"\n"
+    ));
+    assert!(loads("RUN{builtin}+=\"kmod  load \"\n"));
+    // Named modules are that rule's business, not every device's.
+    assert!(!loads(
+        "SUBSYSTEM==\"memstick\", RUN{builtin}+=\"kmod load ms_block\"\n"
+    ));
+    assert!(!loads(
+        "ENV{MODALIAS}==\"?*\", RUN+=\"/sbin/modprobe $env{MODALIAS}\"\n"
+    ));
+    assert!(!loads(""));
+}
