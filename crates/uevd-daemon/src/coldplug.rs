@@ -6,7 +6,7 @@ use crate::config::Coldplug;
 use crate::job::{Job, Source};
 use crate::manager::Daemon;
 use crate::pipeline::Known;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Instant;
 use uevd_sysfs::{walk_devices, walk_subsystems, Sysfs};
 use uevd_uevent::{Action, Uevent};
@@ -21,10 +21,53 @@ impl Daemon {
         journal.mark("coldplug-start", format!("{how:?}").to_lowercase());
         crate::modules::preload(&self.sysfs, &self.processor.rules(), &journal);
         let t = Instant::now();
+        // The root device's candidates and their parents first, so that
+        // they are queued (and running) before the walk of everything else
+        // has even started.
+        let first = self.boot_critical();
+        if !first.is_empty() {
+            journal.mark("coldplug-root-first", first.len().to_string());
+        }
+        let skip: HashSet<Box<[u8]>> = first.iter().cloned().collect();
         let count = match how {
-            Coldplug::Read => self.synthesize_all(Source::Coldplug, &HashSet::new()),
+            Coldplug::Read => {
+                let batch: Vec<_> = first
+                    .iter()
+                    .filter_map(|devpath| self.sysfs.read_event(Action::Add, devpath).ok())
+                    .filter(|ev| ev.subsystem().is_some())
+                    .map(|ev| {
+                        let job = Job::new(ev, Source::Coldplug);
+                        (job.keys(self.root.as_ref()), job)
+                    })
+                    .collect();
+                let n = batch.len();
+                self.submit(batch);
+                n + self.synthesize_all(Source::Coldplug, &skip)
+            }
             Coldplug::Trigger => {
-                let n = uevd_sysfs::request_all(&self.sysfs, Action::Add, None);
+                let mut n = 0;
+                let mut request = |path: &std::path::Path| {
+                    if path.join("subsystem").exists()
+                        && uevd_sysfs::request_uevent(path, Action::Add, None, &[]).is_ok()
+                    {
+                        n += 1;
+                    }
+                };
+                for devpath in &first {
+                    request(&self.sysfs.syspath(devpath));
+                }
+                if !first.is_empty() {
+                    if let Err(e) = self.drain_kernel() {
+                        log::warn!("reading uevents: {e}");
+                    }
+                }
+                // What uevd_sysfs::request_all does, less what went first.
+                let _ = walk_subsystems(&self.sysfs, |v| request(v.path));
+                let _ = walk_devices(&self.sysfs, |v| {
+                    if !skip.contains(v.devpath) {
+                        request(v.path)
+                    }
+                });
                 if let Err(e) = self.drain_kernel() {
                     log::warn!("reading uevents: {e}");
                 }
@@ -38,6 +81,44 @@ impl Daemon {
         journal.mark("coldplug-end", count.to_string());
     }
 
+    /// The devpaths of the block devices that may be the root device, and
+    /// of each of their parents, parents first; nothing without `root=`.
+    fn boot_critical(&self) -> Vec<Box<[u8]>> {
+        let Some(root) = &self.root else {
+            return Vec::new();
+        };
+        let mut found: BTreeSet<Box<[u8]>> = BTreeSet::new();
+        let Ok(entries) = std::fs::read_dir(self.sysfs.root().join("class/block")) else {
+            return Vec::new();
+        };
+        for e in entries.flatten() {
+            let Ok(real) = std::fs::canonicalize(e.path()) else {
+                continue;
+            };
+            let Some(devpath) = self.sysfs.devpath_of(&real) else {
+                continue;
+            };
+            match self.sysfs.read_event(Action::Add, &devpath) {
+                Ok(ev) if root.is_candidate(&ev) => {}
+                _ => continue,
+            }
+            // Each ancestor that is a device (has a uevent file), then it.
+            for (i, _) in devpath
+                .iter()
+                .enumerate()
+                .filter(|&(i, &c)| i > 0 && c == b'/')
+            {
+                let p = &devpath[..i];
+                if self.sysfs.syspath(p).join("uevent").is_file() {
+                    found.insert(p.into());
+                }
+            }
+            found.insert(devpath.into());
+        }
+        // A devpath sorts before every devpath below it.
+        found.into_iter().collect()
+    }
+
     /// Queues a synthesised `add` for every device in sysfs whose devpath
     /// is not in `skip`. Returns how many were queued.
     fn synthesize_all(&self, source: Source, skip: &HashSet<Box<[u8]>>) -> usize {
@@ -47,7 +128,7 @@ impl Daemon {
         let mut batch = Vec::with_capacity(CHUNK);
         self.read_all(skip, |ev| {
             let job = Job::new(ev, source);
-            batch.push((job.keys(), job));
+            batch.push((job.keys(self.root.as_ref()), job));
             queued += 1;
             if batch.len() == CHUNK {
                 self.submit(std::mem::replace(&mut batch, Vec::with_capacity(CHUNK)));
@@ -143,7 +224,10 @@ impl Daemon {
         }
         let (moved, added) = (moved_from.len(), arrivals.len() - moved_from.len());
         jobs.extend(arrivals.into_iter().map(|ev| Job::new(ev, Source::Rescan)));
-        let mut jobs = jobs.into_iter().map(|j| (j.keys(), j)).peekable();
+        let mut jobs = jobs
+            .into_iter()
+            .map(|j| (j.keys(self.root.as_ref()), j))
+            .peekable();
         while jobs.peek().is_some() {
             self.submit(jobs.by_ref().take(CHUNK).collect());
         }

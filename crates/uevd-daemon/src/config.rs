@@ -44,6 +44,10 @@ pub struct Config {
     pub log_level: Level,
     /// Announce processed events to libudev clients (netlink group 2).
     pub broadcast: bool,
+    /// The device the system boots from (the kernel command line's
+    /// `root=`): the events that may be for it, and what they wait for, go
+    /// first.
+    pub root: Option<crate::RootDevice>,
 }
 
 impl Config {
@@ -69,6 +73,7 @@ impl Config {
             log_file: None,
             log_level: Level::Info,
             broadcast: true,
+            root: None,
         }
     }
 

@@ -1,5 +1,7 @@
 //! An event waiting in the queue, and what the queue orders it by.
 
+use crate::RootDevice;
+use std::time::Instant;
 use uevd_queue::{DevKey, EventKeys};
 use uevd_timeline::now;
 use uevd_uevent::Uevent;
@@ -27,6 +29,9 @@ pub struct Job {
     pub source: Source,
     /// When it was read or synthesised (boottime ns), for the timeline.
     pub arrived: u64,
+    /// The whole disk (its node name) someone else held locked when the
+    /// event was tried, and since when: it waits for the lock to go.
+    pub locked: Option<(Box<[u8]>, Instant)>,
 }
 
 impl Job {
@@ -35,13 +40,14 @@ impl Job {
             event,
             source,
             arrived: now(),
+            locked: None,
         }
     }
 
     /// What the queue orders this event by: events for one device, its
     /// parents and children, its number and its interface index run in
-    /// arrival order.
-    pub fn keys(&self) -> EventKeys {
+    /// arrival order. One that may be for the root device is urgent.
+    pub fn keys(&self, root: Option<&RootDevice>) -> EventKeys {
         let ev = &self.event;
         EventKeys {
             devpath: ev.devpath().into(),
@@ -52,6 +58,7 @@ impl Job {
                 minor,
             }),
             ifindex: ev.ifindex(),
+            urgent: root.is_some_and(|r| r.is_candidate(ev)),
         }
     }
 }

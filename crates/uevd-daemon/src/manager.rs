@@ -42,6 +42,8 @@ pub(crate) struct Daemon {
     inbox: Inbox,
     /// udev's control socket, for udevadm.
     udev_control: Option<uevd_control::udev::Listener>,
+    /// What the kernel command line's `root=` names: its events go first.
+    pub(crate) root: Option<crate::RootDevice>,
 }
 
 /// How often changed rules files are looked for, at most.
@@ -136,7 +138,14 @@ pub fn run(config: Config) -> io::Result<()> {
     let queue: WorkQueue<Job> = WorkQueue::new(move |busy| flag.set(busy));
     let workers = opts.workers.unwrap_or_else(default_workers);
     let p = processor.clone();
-    let handles = queue.spawn_workers(workers, move |w: usize, id, job: Job| p.process(w, id, job));
+    // Events of a whole disk someone else holds locked wait (locks.rs).
+    let locks = crate::locks::DiskLocks::start(config.dev.clone(), &queue);
+    let handles = queue.spawn_workers(workers, move |w: usize, id, job: Job| {
+        locks.run(&p, w, id, job)
+    });
+    if let Some(root) = &config.root {
+        log::info!("root device {root:?}: the events that may be for it go first");
+    }
     log::info!(
         "listening: {workers} workers, receive buffer {granted} bytes, {} manages nodes",
         if devtmpfs { "devtmpfs" } else { "uevd" }
@@ -157,6 +166,7 @@ pub fn run(config: Config) -> io::Result<()> {
         drain: Arc::new(Drain::new()?),
         inbox: Inbox::new()?,
         udev_control,
+        root: config.root.clone(),
     };
     if let Some(fd) = ready {
         signal_ready(fd);
@@ -299,7 +309,7 @@ impl Daemon {
             match self.kernel.recv()? {
                 Received::Event(ev) => {
                     let job = Job::new(ev, Source::Kernel);
-                    batch.push((job.keys(), job));
+                    batch.push((job.keys(self.root.as_ref()), job));
                 }
                 Received::Rejected(why) => {
                     self.rejected += 1;

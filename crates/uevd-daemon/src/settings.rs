@@ -55,6 +55,9 @@ pub struct Settings {
     pub timeout_signal: Option<Setting<i32>>,
     pub resolve_names: Option<Setting<ResolveNames>>,
     pub blockdev_read_only: Option<Setting<bool>>,
+    /// The device the kernel command line's last `root=` names (before
+    /// any `--`): its events go first.
+    pub root: Option<Setting<crate::RootDevice>>,
     /// One line per value that could not be used.
     pub warnings: Vec<String>,
 }
@@ -131,7 +134,15 @@ impl Settings {
     /// Reads the kernel command line: `udev.KEY=value` everywhere,
     /// `rd.udev.KEY=value` only in an initramfs; later words win.
     pub fn parse_cmdline(&mut self, line: &str, in_initrd: bool) {
-        for word in cmdline_words(line) {
+        let words = cmdline_words(line);
+        if let Some(value) = crate::RootDevice::from_cmdline_words(words.iter().map(String::as_str))
+        {
+            let kernels = words.iter().take_while(|w| *w != "--");
+            let word = kernels.filter(|w| w.starts_with("root=")).last();
+            let from = format!("kernel command line '{}'", word.map_or("", |w| w.as_str()));
+            self.root = Some(Setting { value, from });
+        }
+        for word in words {
             let (key, value) = match word.split_once('=') {
                 Some((k, v)) => (k, Some(v)),
                 None => (word.as_str(), None),
@@ -258,6 +269,9 @@ impl Settings {
         if let Some(s) = &self.resolve_names {
             // uevd looks names up when rules load: late is early.
             config.rules.resolve_names = s.value != ResolveNames::Never;
+        }
+        if let Some(s) = &self.root {
+            config.root = Some(s.value.clone());
         }
         let mut ignored = Vec::new();
         if let Some(s) = &self.exec_delay {
@@ -829,6 +843,25 @@ mod tests {
         config.workers = Some(7);
         conf("children_max=0\n").apply(&mut config);
         assert_eq!(config.workers, None);
+    }
+
+    #[test]
+    fn the_last_root_before_dashes_names_the_root_device() {
+        let mut s = Settings::default();
+        s.parse_cmdline(
+            "root=/dev/sda1 ro root='PARTUUID=AB-02' quiet -- root=/dev/sdb",
+            false,
+        );
+        let root = s.root.clone().unwrap();
+        assert_eq!(root.value, crate::RootDevice::PartUuid(b"ab-02".to_vec()));
+        assert!(root.from.contains("PARTUUID=AB-02"), "{}", root.from);
+        assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+        let mut config = Config::new("/sys", "/dev", "/run");
+        s.apply(&mut config);
+        assert_eq!(config.root, Some(root.value));
+        let mut s = Settings::default();
+        s.parse_cmdline("root=/dev/nfs nfsroot=x", false);
+        assert!(s.root.is_none());
     }
 
     #[test]

@@ -214,9 +214,22 @@ impl Lab {
         global: &[&str],
         args: &[&str],
     ) -> io::Result<Daemon> {
+        self.start_uevd_env(uevd, &[], global, args)
+    }
+
+    /// Like [`Lab::start_uevd_with`], with environment variables
+    /// (`SYSTEMD_PROC_CMDLINE` stands for the kernel command line).
+    pub fn start_uevd_env(
+        &self,
+        uevd: &Path,
+        env: &[(&str, &str)],
+        global: &[&str],
+        args: &[&str],
+    ) -> io::Result<Daemon> {
         let log = self.root.join(format!("uevd.{}.log", uevd_nanos()));
         let child = self
             .command(uevd)
+            .envs(env.iter().copied())
             .args(self.uevd_roots())
             .args(global)
             .arg("daemon")

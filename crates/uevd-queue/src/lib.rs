@@ -13,12 +13,33 @@
 //! interface index, so that finding the latest earlier event an event
 //! depends on costs O(depth · log n). A waiting event is parked on that one
 //! event and looked at again only when it finishes.
+//!
+//! Urgent events (the device the system boots from, and what it needs)
+//! leave the queue before ordinary ones that are ready at the same time,
+//! and lend their urgency to every earlier event they wait for, so that
+//! a parent queued behind thousands of unrelated events is not what keeps
+//! them waiting. Urgency changes only which ready event goes first, never
+//! whether an event may run: nothing overtakes an earlier event of its
+//! device, a parent or a child. And it never starves the rest: after
+//! [`URGENT_BURST`] urgent events in a row, the oldest ready ordinary
+//! event goes next.
+//!
+//! An event that cannot be processed yet (its disk is locked by someone
+//! else) is *deferred*: it leaves the workers but stays queued, so that
+//! later events of its device still wait for it, and is tried again at a
+//! given time or when asked ([`DependencyQueue::retry_where`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
+use std::time::Instant;
 
 mod pool;
-pub use pool::{Completion, Handler, WorkQueue};
+pub use pool::{Completion, Handler, Outcome, WorkQueue};
+
+/// Urgent events started in a row, at most, while ordinary events are
+/// ready: then one ordinary event goes. So an ordinary event is delayed by
+/// at most this many urgent events for each ordinary one ahead of it.
+pub const URGENT_BURST: usize = 4;
 
 /// The queue's own event number: the order of arrival.
 pub type EventId = u64;
@@ -38,6 +59,8 @@ pub struct EventKeys {
     pub devpath_old: Option<Box<[u8]>>,
     pub devnum: Option<DevKey>,
     pub ifindex: Option<u32>,
+    /// Goes before ordinary events, and makes what it waits for urgent.
+    pub urgent: bool,
 }
 
 /// Each proper prefix of a devpath that ends before a `/`, then the devpath.
@@ -141,7 +164,19 @@ impl DependencyIndex {
     /// for, if any.
     pub fn blocker(&self, id: EventId, keys: &EventKeys) -> Option<EventId> {
         let mut found: Option<EventId> = None;
-        let mut consider = |b: Option<EventId>| found = found.max(b);
+        self.each_blocker(id, keys, |b| found = found.max(Some(b)));
+        found
+    }
+
+    /// For each thing the event conflicts on (its devpath and subtree,
+    /// each ancestor, its number, its index), the latest unfinished event
+    /// before `id` there. The same event may come more than once.
+    pub fn each_blocker(&self, id: EventId, keys: &EventKeys, mut f: impl FnMut(EventId)) {
+        let mut consider = |b: Option<EventId>| {
+            if let Some(b) = b {
+                f(b)
+            }
+        };
         for path in Self::paths(keys) {
             // Same devpath or a descendant.
             consider(self.subtree.latest_before(path, id));
@@ -159,7 +194,6 @@ impl DependencyIndex {
         if let Some(i) = keys.ifindex {
             consider(self.ifindex.latest_before(&i, id));
         }
-        found
     }
 
     pub fn is_empty(&self) -> bool {
@@ -171,16 +205,20 @@ impl DependencyIndex {
 }
 
 enum State<T> {
+    /// Parked on an earlier event it conflicts with.
     Waiting,
     Ready(T),
     Running,
+    /// Tried and put back: not runnable until retried.
+    Deferred,
 }
 
 struct Entry<T> {
     keys: EventKeys,
     state: State<T>,
-    /// Payload held while waiting.
+    /// Payload held while waiting or deferred.
     parked: Option<T>,
+    urgent: bool,
 }
 
 /// The ordering logic, without threads: events go in with [`push`], come
@@ -193,7 +231,14 @@ struct Entry<T> {
 pub struct DependencyQueue<T> {
     entries: BTreeMap<EventId, Entry<T>>,
     index: DependencyIndex,
+    /// Ready ordinary events.
     ready: BTreeSet<EventId>,
+    /// Ready urgent events.
+    urgent: BTreeSet<EventId>,
+    /// Urgent events started since the last ordinary one.
+    streak: usize,
+    /// Deferred events and when to try them again.
+    deferred: BTreeMap<EventId, Instant>,
     waiters: HashMap<EventId, Vec<EventId>>,
     next_id: EventId,
     running: usize,
@@ -205,6 +250,9 @@ impl<T> Default for DependencyQueue<T> {
             entries: BTreeMap::new(),
             index: DependencyIndex::default(),
             ready: BTreeSet::new(),
+            urgent: BTreeSet::new(),
+            streak: 0,
+            deferred: BTreeMap::new(),
             waiters: HashMap::new(),
             next_id: 1,
             running: 0,
@@ -223,10 +271,12 @@ impl<T> DependencyQueue<T> {
         self.next_id += 1;
         self.index.insert(id, &keys);
         let blocker = self.index.blocker(id, &keys);
+        let urgent = keys.urgent;
         let mut entry = Entry {
             keys,
             state: State::Waiting,
             parked: None,
+            urgent,
         };
         match blocker {
             Some(b) => {
@@ -235,16 +285,63 @@ impl<T> DependencyQueue<T> {
             }
             None => {
                 entry.state = State::Ready(payload);
-                self.ready.insert(id);
+                self.ready_set(urgent).insert(id);
             }
+        }
+        if urgent && blocker.is_some() {
+            self.boost_blockers(id, &entry.keys);
         }
         self.entries.insert(id, entry);
         id
     }
 
-    /// Takes the earliest event that may run now.
+    fn ready_set(&mut self, urgent: bool) -> &mut BTreeSet<EventId> {
+        if urgent {
+            &mut self.urgent
+        } else {
+            &mut self.ready
+        }
+    }
+
+    /// Makes urgent every event that `id` (with `keys`) waits for, and
+    /// what those wait for, transitively. Each event is made urgent once.
+    fn boost_blockers(&mut self, id: EventId, keys: &EventKeys) {
+        let mut todo = Vec::new();
+        self.index.each_blocker(id, keys, |b| todo.push(b));
+        while let Some(id) = todo.pop() {
+            let Some(e) = self.entries.get_mut(&id) else {
+                continue;
+            };
+            if e.urgent {
+                continue;
+            }
+            e.urgent = true;
+            match e.state {
+                State::Ready(_) => {
+                    if self.ready.remove(&id) {
+                        self.urgent.insert(id);
+                    }
+                }
+                State::Waiting => self.index.each_blocker(id, &e.keys, |b| todo.push(b)),
+                // Running, or deferred (urgent when retried).
+                State::Running | State::Deferred => {}
+            }
+        }
+    }
+
+    /// Takes the event that may run now and should go first: the earliest
+    /// urgent one, unless [`URGENT_BURST`] urgent ones went in a row while
+    /// ordinary ones were ready; then the earliest ordinary one.
     pub fn next_ready(&mut self) -> Option<(EventId, T)> {
-        let id = self.ready.pop_first()?;
+        let take_urgent =
+            !self.urgent.is_empty() && (self.ready.is_empty() || self.streak < URGENT_BURST);
+        let id = if take_urgent {
+            self.streak += 1;
+            self.urgent.pop_first()?
+        } else {
+            self.streak = 0;
+            self.ready.pop_first()?
+        };
         let entry = self.entries.get_mut(&id)?;
         match std::mem::replace(&mut entry.state, State::Running) {
             State::Ready(payload) => {
@@ -261,8 +358,16 @@ impl<T> DependencyQueue<T> {
         let Some(entry) = self.entries.remove(&id) else {
             return 0;
         };
-        if matches!(entry.state, State::Running) {
-            self.running -= 1;
+        match entry.state {
+            State::Running => self.running -= 1,
+            State::Ready(_) => {
+                self.ready.remove(&id);
+                self.urgent.remove(&id);
+            }
+            State::Deferred => {
+                self.deferred.remove(&id);
+            }
+            State::Waiting => {}
         }
         self.index.remove(id, &entry.keys);
         let mut released = 0;
@@ -271,17 +376,99 @@ impl<T> DependencyQueue<T> {
                 continue;
             };
             match self.index.blocker(w, &waiting.keys) {
-                Some(b) => self.waiters.entry(b).or_default().push(w),
+                Some(b) => {
+                    self.waiters.entry(b).or_default().push(w);
+                    if waiting.urgent {
+                        let keys = waiting.keys.clone();
+                        self.boost_blockers(w, &keys);
+                    }
+                }
                 None => {
                     if let Some(payload) = waiting.parked.take() {
                         waiting.state = State::Ready(payload);
-                        self.ready.insert(w);
+                        let urgent = waiting.urgent;
+                        self.ready_set(urgent).insert(w);
                         released += 1;
                     }
                 }
             }
         }
         released
+    }
+
+    /// Puts a running event back, not to run again before `until` or
+    /// [`retry_where`](Self::retry_where): it stays queued, so what waits
+    /// for it keeps waiting.
+    pub fn defer(&mut self, id: EventId, payload: T, until: Instant) {
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return;
+        };
+        if matches!(entry.state, State::Running) {
+            self.running -= 1;
+        }
+        entry.state = State::Deferred;
+        entry.parked = Some(payload);
+        self.deferred.insert(id, until);
+    }
+
+    fn undefer(&mut self, id: EventId) -> bool {
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return false;
+        };
+        let Some(payload) = entry.parked.take() else {
+            return false;
+        };
+        entry.state = State::Ready(payload);
+        let urgent = entry.urgent;
+        self.ready_set(urgent).insert(id);
+        true
+    }
+
+    /// Makes ready the deferred events whose time has come; returns how
+    /// many.
+    pub fn retry_due(&mut self, now: Instant) -> usize {
+        let due: Vec<EventId> = self
+            .deferred
+            .iter()
+            .filter(|&(_, &t)| t <= now)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in &due {
+            self.deferred.remove(id);
+            self.undefer(*id);
+        }
+        due.len()
+    }
+
+    /// Makes ready at once the deferred events whose payload `pick`s;
+    /// returns how many.
+    pub fn retry_where(&mut self, mut pick: impl FnMut(&T) -> bool) -> usize {
+        let chosen: Vec<EventId> = self
+            .deferred
+            .keys()
+            .copied()
+            .filter(|id| {
+                self.entries
+                    .get(id)
+                    .and_then(|e| e.parked.as_ref())
+                    .is_some_and(&mut pick)
+            })
+            .collect();
+        for id in &chosen {
+            self.deferred.remove(id);
+            self.undefer(*id);
+        }
+        chosen.len()
+    }
+
+    /// When the earliest deferred event is due, if any is deferred.
+    pub fn next_retry(&self) -> Option<Instant> {
+        self.deferred.values().min().copied()
+    }
+
+    /// Deferred events.
+    pub fn deferred_len(&self) -> usize {
+        self.deferred.len()
     }
 
     /// Events not yet finished (waiting, ready or running).
@@ -298,7 +485,7 @@ impl<T> DependencyQueue<T> {
     }
 
     pub fn ready_len(&self) -> usize {
-        self.ready.len()
+        self.ready.len() + self.urgent.len()
     }
 
     /// The id the next pushed event will get.
@@ -447,5 +634,138 @@ mod tests {
         assert!(!q.done_through(1));
         q.complete(1);
         assert!(q.done_through(2));
+    }
+
+    fn urgent(devpath: &str) -> EventKeys {
+        EventKeys {
+            urgent: true,
+            ..keys(devpath)
+        }
+    }
+
+    #[test]
+    fn an_urgent_event_lends_its_urgency_to_the_parents_it_waits_for() {
+        let mut q = DependencyQueue::new();
+        for n in 0..100 {
+            q.push(keys(&format!("/devices/virtual/net/v{n}")), ());
+        }
+        let host = q.push(keys("/devices/pci/host0"), ());
+        let disk = q.push(keys("/devices/pci/host0/block/sda"), ());
+        for n in 100..200 {
+            q.push(keys(&format!("/devices/virtual/net/v{n}")), ());
+        }
+        let part = q.push(urgent("/devices/pci/host0/block/sda/sda2"), ());
+        // The host goes first, ahead of 100 earlier ordinary events; the
+        // disk and partition wait for it as ever.
+        assert_eq!(q.next_ready().unwrap().0, host);
+        assert_eq!(q.next_ready().unwrap().0, 1, "then the ordinary ones");
+        q.complete(host);
+        assert_eq!(q.next_ready().unwrap().0, disk);
+        q.complete(disk);
+        assert_eq!(q.next_ready().unwrap().0, part);
+        let rest = drain_ready(&mut q);
+        assert_eq!(rest.len(), 199);
+        assert!(rest.windows(2).all(|w| w[0] < w[1]), "arrival order");
+    }
+
+    #[test]
+    fn urgency_follows_every_event_waited_for_and_never_reorders_a_device() {
+        let mut q = DependencyQueue::new();
+        let dev = DevKey {
+            block: true,
+            major: 8,
+            minor: 2,
+        };
+        q.push(keys("/devices/virtual/net/x"), ());
+        // An old event on the same number, elsewhere; then a parent.
+        let old = q.push(
+            EventKeys {
+                devnum: Some(dev),
+                ..keys("/devices/old/sda2")
+            },
+            (),
+        );
+        let parent = q.push(keys("/devices/pci/sda"), ());
+        q.push(keys("/devices/virtual/net/y"), ());
+        let first = q.push(keys("/devices/pci/sda/sda2"), ());
+        let root = q.push(
+            EventKeys {
+                devnum: Some(dev),
+                ..urgent("/devices/pci/sda/sda2")
+            },
+            (),
+        );
+        // Both the parent and the other device with that number were
+        // made urgent, and the earlier event of the device itself.
+        let mut got = [q.next_ready().unwrap().0, q.next_ready().unwrap().0];
+        got.sort();
+        assert_eq!(got, [old, parent]);
+        q.complete(parent);
+        assert_eq!(q.next_ready().unwrap().0, first, "first: urgent now");
+        q.complete(first);
+        assert!(
+            q.next_ready().is_some_and(|(id, _)| id != root),
+            "the root still waits for the old event"
+        );
+        q.complete(old);
+        assert_eq!(q.next_ready().unwrap().0, root);
+    }
+
+    #[test]
+    fn urgent_events_never_starve_ordinary_ones() {
+        let mut q = DependencyQueue::new();
+        for n in 0..100 {
+            q.push(keys(&format!("/devices/o{n}")), ());
+        }
+        for n in 0..1000 {
+            q.push(urgent(&format!("/devices/u{n}")), ());
+        }
+        let order = drain_ready(&mut q);
+        // Every ordinary event goes after at most URGENT_BURST urgent ones
+        // per ordinary one before it.
+        for k in 0..100u64 {
+            let at = order.iter().position(|&id| id == k + 1).unwrap();
+            assert!(at <= (k as usize + 1) * (URGENT_BURST + 1), "{k} at {at}");
+        }
+        assert_eq!(&order[..URGENT_BURST + 1], &[101, 102, 103, 104, 1]);
+        // With nothing ordinary ready, urgent ones go one after another,
+        // and an ordinary one that comes goes next.
+        let mut q = DependencyQueue::new();
+        for n in 0..10 {
+            q.push(urgent(&format!("/devices/u{n}")), ());
+        }
+        for _ in 0..8 {
+            q.next_ready().unwrap();
+        }
+        let late = q.push(keys("/devices/late"), ());
+        assert_eq!(q.next_ready().unwrap().0, late);
+    }
+
+    #[test]
+    fn a_deferred_event_holds_its_device_until_retried() {
+        let mut q = DependencyQueue::new();
+        let t0 = Instant::now();
+        let a = q.push(keys("/devices/loop1"), "a");
+        let (id, item) = q.next_ready().unwrap();
+        assert_eq!(id, a);
+        q.defer(id, item, t0 + std::time::Duration::from_millis(200));
+        let later = q.push(keys("/devices/loop1"), "later");
+        let other = q.push(keys("/devices/loop2"), "other");
+        assert_eq!(drain_ready(&mut q), [other]);
+        q.complete(other);
+        assert_eq!((q.running(), q.deferred_len()), (0, 1));
+        assert_eq!(q.retry_due(t0), 0);
+        assert!(!q.done_through(a), "settle waits for it");
+        assert_eq!(q.retry_due(t0 + std::time::Duration::from_millis(200)), 1);
+        let (id, item) = q.next_ready().unwrap();
+        assert_eq!((id, item), (a, "a"));
+        q.defer(id, item, t0 + std::time::Duration::from_secs(60));
+        assert_eq!(q.retry_where(|i| *i == "nothing"), 0);
+        assert_eq!(q.retry_where(|i| *i == "a"), 1);
+        assert_eq!(drain_ready(&mut q), [a]);
+        q.complete(a);
+        assert_eq!(drain_ready(&mut q), [later]);
+        q.complete(later);
+        assert!(q.is_empty() && q.index.is_empty());
     }
 }

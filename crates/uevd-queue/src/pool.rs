@@ -14,14 +14,34 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Processes one event on worker `worker`.
-pub trait Handler<T>: Send + Sync + 'static {
-    fn handle(&self, worker: usize, id: EventId, item: T);
+/// What became of an event a worker was given.
+pub enum Outcome<T> {
+    /// Processed (or failed for good): it leaves the queue.
+    Done,
+    /// Not processable yet: it goes back to the queue, deferred, and is
+    /// tried again after `after` or when [`WorkQueue::retry_where`] picks
+    /// it. Events that wait for it keep waiting.
+    Retry { item: T, after: Duration },
 }
 
-impl<T, F: Fn(usize, EventId, T) + Send + Sync + 'static> Handler<T> for F {
-    fn handle(&self, worker: usize, id: EventId, item: T) {
-        self(worker, id, item)
+impl<T> From<()> for Outcome<T> {
+    fn from((): ()) -> Outcome<T> {
+        Outcome::Done
+    }
+}
+
+/// Processes one event on worker `worker`.
+pub trait Handler<T>: Send + Sync + 'static {
+    fn handle(&self, worker: usize, id: EventId, item: T) -> Outcome<T>;
+}
+
+impl<T, R, F> Handler<T> for F
+where
+    R: Into<Outcome<T>>,
+    F: Fn(usize, EventId, T) -> R + Send + Sync + 'static,
+{
+    fn handle(&self, worker: usize, id: EventId, item: T) -> Outcome<T> {
+        self(worker, id, item).into()
     }
 }
 
@@ -138,13 +158,14 @@ impl<T: Send + 'static> WorkQueue<T> {
         self.wake_for(&inner);
     }
 
-    fn run(&self, handler: &dyn Handler<T>, worker: usize, id: EventId, item: T) {
+    fn run(&self, handler: &dyn Handler<T>, worker: usize, id: EventId, item: T) -> Outcome<T> {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             handler.handle(worker, id, item)
         }));
-        if outcome.is_err() {
+        outcome.unwrap_or_else(|_| {
             eprintln!("uevd: internal error while processing event {id}; event skipped");
-        }
+            Outcome::Done
+        })
     }
 
     /// Marks an event done and passes on what that makes ready.
@@ -177,6 +198,15 @@ impl<T: Send + 'static> WorkQueue<T> {
     fn work(&self, worker: usize, handler: &dyn Handler<T>) {
         let mut inner = self.lock();
         loop {
+            if inner.queue.deferred_len() > 0 {
+                if inner.shutdown {
+                    // At exit a deferred event gets one last try; if it
+                    // still cannot be processed, it is dropped.
+                    inner.queue.retry_where(|_| true);
+                } else {
+                    inner.queue.retry_due(Instant::now());
+                }
+            }
             let next = if Self::may_start(&inner) {
                 inner.queue.next_ready()
             } else {
@@ -186,9 +216,21 @@ impl<T: Send + 'static> WorkQueue<T> {
                 // More ready than this worker can take: hand some on.
                 self.wake_for(&inner);
                 drop(inner);
-                self.run(handler, worker, id, item);
+                let outcome = self.run(handler, worker, id, item);
                 inner = self.lock();
-                self.finish(&mut inner, id);
+                match outcome {
+                    Outcome::Retry { item, after } if !inner.shutdown => {
+                        inner.queue.defer(id, item, Instant::now() + after);
+                        // A sleeper keeps the time (this worker may be busy
+                        // with a long event when it comes).
+                        self.shared.work.notify_one();
+                    }
+                    Outcome::Retry { .. } => {
+                        eprintln!("uevd: event {id} dropped at exit: its device is still locked");
+                        self.finish(&mut inner, id);
+                    }
+                    Outcome::Done => self.finish(&mut inner, id),
+                }
                 continue;
             }
             if inner.shutdown && inner.queue.is_empty() {
@@ -197,13 +239,34 @@ impl<T: Send + 'static> WorkQueue<T> {
                 return;
             }
             inner.sleeping += 1;
-            inner = self
-                .shared
-                .work
-                .wait(inner)
-                .unwrap_or_else(|p| p.into_inner());
+            inner = match inner.queue.next_retry() {
+                Some(at) => {
+                    let wait = at.saturating_duration_since(Instant::now());
+                    self.shared
+                        .work
+                        .wait_timeout(inner, wait)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+                None => self
+                    .shared
+                    .work
+                    .wait(inner)
+                    .unwrap_or_else(|p| p.into_inner()),
+            };
             inner.sleeping -= 1;
         }
+    }
+
+    /// Tries again at once the deferred events whose item `pick`s (their
+    /// device was unlocked, say). Returns how many.
+    pub fn retry_where(&self, pick: impl FnMut(&T) -> bool) -> usize {
+        let mut inner = self.lock();
+        let n = inner.queue.retry_where(pick);
+        if n > 0 {
+            self.wake_for(&inner);
+        }
+        n
     }
 
     /// The id of the last event queued so far (0 if none).
@@ -433,5 +496,51 @@ mod tests {
             h.join().unwrap();
         }
         assert_eq!(q.status(), (0, 0));
+    }
+
+    #[test]
+    fn a_retried_event_comes_back_later_and_others_flow_meanwhile() {
+        let q: WorkQueue<(u32, u32)> = WorkQueue::new(|_| {});
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let seen = log.clone();
+        let handles = q.spawn_workers(2, move |_w: usize, _id: EventId, (n, tries): (u32, u32)| {
+            seen.lock().unwrap().push((n, tries));
+            if n == 1 && tries < 3 {
+                return Outcome::Retry {
+                    item: (n, tries + 1),
+                    after: Duration::from_millis(20),
+                };
+            }
+            Outcome::Done
+        });
+        let t = Instant::now();
+        q.push(keys("/devices/locked".into()), (1, 0));
+        q.push(keys("/devices/locked/part".into()), (2, 0));
+        q.push(keys("/devices/free".into()), (3, 0));
+        let last = q.last_id();
+        assert_eq!(q.settle(last, Duration::from_secs(10)), Completion::Done);
+        assert!(t.elapsed() >= Duration::from_millis(60));
+        let log = log.lock().unwrap().clone();
+        let at = |e| log.iter().position(|&x| x == e).unwrap();
+        assert!(at((3, 0)) < at((1, 3)), "{log:?}");
+        assert!(at((1, 3)) < at((2, 0)), "the child waited: {log:?}");
+        assert_eq!(log.len(), 6);
+        // Asked to retry now, it does not wait for its time.
+        q.push(keys("/devices/locked".into()), (1, 2));
+        while q.status() != (1, 0) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let t = Instant::now();
+        std::thread::sleep(Duration::from_millis(1));
+        q.retry_where(|_| true);
+        assert_eq!(
+            q.settle(q.last_id(), Duration::from_secs(10)),
+            Completion::Done
+        );
+        assert!(t.elapsed() < Duration::from_millis(20) || cfg!(miri));
+        q.shutdown();
+        for h in handles {
+            h.join().unwrap();
+        }
     }
 }

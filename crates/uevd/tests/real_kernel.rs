@@ -1387,3 +1387,232 @@ fn net_driver_sets_the_driver_ethtool_names() {
     assert!(record.contains("E:ID_DRIVER_SEEN=1\n"), "{record:?}");
     daemon.stop(&lab).unwrap();
 }
+
+/// An ext4 image with a known UUID, attached to loop device `n` (which
+/// must exist); returns the image's path. Detach with [`detach_loop`].
+fn attach_ext4(lab: &Lab, n: i32, uuid: &str) -> Option<std::path::PathBuf> {
+    let img = lab.root().join(format!("root.{n}.img"));
+    let f = std::fs::File::create(&img).unwrap();
+    f.set_len(8 << 20).unwrap();
+    drop(f);
+    let mkfs = std::process::Command::new("mkfs.ext4")
+        .args(["-q", "-F", "-U", uuid])
+        .arg(&img)
+        .output()
+        .ok()?;
+    if !mkfs.status.success() {
+        eprintln!("mkfs.ext4: {}", String::from_utf8_lossy(&mkfs.stderr));
+        return None;
+    }
+    let out = std::process::Command::new("losetup")
+        .arg(format!("/dev/loop{n}"))
+        .arg(&img)
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        eprintln!("losetup: {}", String::from_utf8_lossy(&out.stderr));
+        return None;
+    }
+    Some(img)
+}
+
+fn detach_loop(n: i32) {
+    let _ = std::process::Command::new("losetup")
+        .args(["-d", &format!("/dev/loop{n}")])
+        .output();
+}
+
+const ROOT_RULES: &str = concat!(
+    "SUBSYSTEM==\"block\", KERNEL==\"loop*\", IMPORT{builtin}=\"blkid\"\n",
+    "ENV{ID_FS_UUID_ENC}==\"?*\", SYMLINK+=\"disk/by-uuid/$env{ID_FS_UUID_ENC}\"\n",
+    "SUBSYSTEM==\"net\", PROGRAM=\"/bin/sleep 0.02\"\n",
+);
+
+#[test]
+fn the_root_device_goes_ahead_of_a_long_queue() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    write_rules(&lab, "50-root.rules", ROOT_RULES);
+    let uuid = "3f2b7c1e-9d4a-4c5b-8e6f-0a1b2c3d4e5f";
+    let cmdline = format!("quiet root=UUID={uuid} ro");
+    // One worker: what goes first is what the queue chose.
+    let daemon = lab
+        .start_uevd_env(
+            uevd(),
+            &[("SYSTEMD_PROC_CMDLINE", &cmdline)],
+            &[],
+            &["--workers", "1"],
+        )
+        .unwrap();
+    let n = loop_number(3);
+    if uevd_lab::loop_control(true, n as u32).is_err() {
+        eprintln!("skipped: no loop-control here");
+        return;
+    }
+    lab.settle(uevd()).unwrap();
+    // A long queue of slow, unrelated events, then the root's.
+    let stop = lab.uevd(uevd(), &["control", "--stop-exec-queue"]).unwrap();
+    assert!(stop.status.success());
+    let pairs = 60;
+    lab.ip_batch(&veth_pairs("rf", pairs)).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let Some(_img) = attach_ext4(&lab, n, uuid) else {
+        eprintln!("skipped: no mkfs.ext4 or losetup");
+        let _ = uevd_lab::loop_control(false, n as u32);
+        return;
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let expected = expected_net_ids(&lab, false);
+    assert_eq!(expected.len(), 2 * pairs);
+    let start = lab
+        .uevd(uevd(), &["control", "--start-exec-queue"])
+        .unwrap();
+    assert!(start.status.success());
+    let link = lab.dev().join(format!("disk/by-uuid/{uuid}"));
+    let t = std::time::Instant::now();
+    let done_then = loop {
+        if std::fs::symlink_metadata(&link).is_ok() {
+            break net_ids(&lab).intersection(&expected).count();
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "no root link");
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let link_after = t.elapsed();
+    lab.settle(uevd()).unwrap();
+    let all_after = t.elapsed();
+    assert_eq!(
+        std::fs::read_link(&link).unwrap(),
+        Path::new(&format!("../../loop{n}"))
+    );
+    assert_eq!(net_ids(&lab), expected);
+    eprintln!(
+        "root link after {link_after:?} with {done_then} of {} interfaces processed; all after {all_after:?}",
+        expected.len()
+    );
+    assert!(
+        done_then <= 4,
+        "the root waited for {done_then} unrelated events"
+    );
+    detach_loop(n);
+    lab.settle(uevd()).unwrap();
+    daemon.stop(&lab).unwrap();
+    let _ = uevd_lab::loop_control(false, n as u32);
+}
+
+#[test]
+fn coldplug_asks_for_the_root_device_and_its_parents_first() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let n = loop_number(4);
+    if uevd_lab::loop_control(true, n as u32).is_err() {
+        eprintln!("skipped: no loop-control here");
+        return;
+    }
+    lab.ip_batch(&veth_pairs("cr", 20)).unwrap();
+    let cmdline = format!("root=/dev/loop{n}");
+    for how in ["read", "trigger"] {
+        let daemon = lab
+            .start_uevd_env(
+                uevd(),
+                &[("SYSTEMD_PROC_CMDLINE", &cmdline)],
+                &[],
+                &["--coldplug", how, "--workers", "1"],
+            )
+            .unwrap();
+        lab.settle(uevd()).unwrap();
+        daemon.stop(&lab).unwrap();
+        let j = journal(&lab);
+        let mut events: Vec<&Event> = j.events.iter().collect();
+        events.sort_by_key(|e| e.started);
+        let root = format!("/devices/virtual/block/loop{n}");
+        // Before every other device, subsystem and module.
+        assert_eq!(events[0].devpath, root, "coldplug={how}");
+        assert!(events.len() > 50, "{how}: {}", events.len());
+        assert!(
+            j.marks.iter().any(|m| m.name == "coldplug-root-first"),
+            "{how}"
+        );
+        std::fs::remove_dir_all(lab.run().join("udev")).unwrap();
+        std::fs::remove_file(lab.run().join("uevd/timeline.jsonl")).unwrap();
+    }
+    let _ = uevd_lab::loop_control(false, n as u32);
+}
+
+#[test]
+fn a_locked_disk_waits_while_other_disks_go_on() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    write_rules(
+        &lab,
+        "50-mark.rules",
+        "SUBSYSTEM==\"block\", ENV{SYNTH_ARG_MARK}==\"?*\", ENV{MARK}=\"$env{SYNTH_ARG_MARK}\"\n",
+    );
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    let (a, b) = (loop_number(5), loop_number(6));
+    if uevd_lab::loop_control(true, a as u32).is_err() {
+        eprintln!("skipped: no loop-control here");
+        return;
+    }
+    uevd_lab::loop_control(true, b as u32).unwrap();
+    lab.settle(uevd()).unwrap();
+    let change = |n: i32, mark: &str| {
+        std::fs::write(
+            format!("/sys/devices/virtual/block/loop{n}/uevent"),
+            format!("change 1b4e28ba-2fa1-11d2-883f-0016d3cca427 MARK={mark}"),
+        )
+        .unwrap()
+    };
+    let marked = |n: i32, mark: &str| {
+        db_record(&lab, &format!("b7:{n}")).contains(&format!("E:MARK={mark}\n"))
+    };
+    // As `udevadm lock` or mkfs would: an exclusive lock on the node.
+    let node = std::fs::File::open(lab.dev().join(format!("loop{a}"))).unwrap();
+    rustix::fs::flock(&node, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    change(a, "locked");
+    change(b, "free");
+    let t = std::time::Instant::now();
+    while !marked(b, "free") {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the other disk waited for the locked one"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!marked(a, "locked"), "processed although locked");
+    let settle = lab.uevd(uevd(), &["settle", "--timeout", "1"]).unwrap();
+    assert!(
+        !settle.status.success(),
+        "settle returned while an event waited for a lock"
+    );
+    assert!(status(&lab)["pending"].parse::<usize>().unwrap() >= 1);
+    // Another event of the locked disk waits behind the first.
+    change(a, "second");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!marked(a, "locked") && !marked(a, "second"));
+    let released = std::time::Instant::now();
+    drop(node);
+    while !marked(a, "second") {
+        assert!(
+            released.elapsed() < Duration::from_secs(10),
+            "not processed after the lock went"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let latency = released.elapsed();
+    lab.settle(uevd()).unwrap();
+    let j = journal(&lab);
+    let order: Vec<&str> = j
+        .events
+        .iter()
+        .filter(|e| e.devpath.ends_with(&format!("/loop{a}")) && e.action == "change")
+        .map(|e| e.synth_uuid.as_deref().unwrap_or(""))
+        .collect();
+    assert_eq!(order.len(), 2, "{order:?}");
+    eprintln!("processed {latency:?} after the lock was released");
+    assert!(latency < Duration::from_secs(2), "{latency:?}");
+    daemon.stop(&lab).unwrap();
+    for n in [a, b] {
+        let _ = uevd_lab::loop_control(false, n as u32);
+    }
+}

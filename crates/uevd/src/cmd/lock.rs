@@ -2,7 +2,7 @@
 //! block devices, as systemd 251's `udevadm lock` does: the convention by
 //! which tools that partition or format a disk keep systemd-udevd (and
 //! other tools that follow it) from probing it meanwhile. uevd's own
-//! daemon does not look at the lock yet.
+//! daemon honours it: a locked disk's events wait (uevd-daemon's locks.rs).
 
 use super::info::{Ctx, Hint};
 use crate::Roots;
