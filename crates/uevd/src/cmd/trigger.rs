@@ -58,6 +58,10 @@ pub struct Options {
     /// Print the synthetic UUID the events carry.
     #[arg(long)]
     uuid: bool,
+    /// No progress line on a terminal (an initramfs's stderr is the
+    /// console); failures are still logged.
+    #[arg(short = 'q', long)]
+    quiet: bool,
 }
 
 /// A random version 4 UUID, which the kernel attaches to the events as
@@ -203,7 +207,7 @@ pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
     if o.uuid {
         println!("{uuid}");
     }
-    let progress = std::io::stderr().is_terminal() && !o.dry_run && !o.verbose;
+    let progress = std::io::stderr().is_terminal() && !o.dry_run && !o.verbose && !o.quiet;
     let total = targets.len();
     let mut failed = 0;
     let stdout = std::io::stdout();
