@@ -18,7 +18,10 @@ depends() {
 install() {
 	inst_binary @BINDIR@/uevd /usr/bin/uevd
 	inst_hook pre-udev 10 "$moddir/uevd-start.sh"
-	inst_hook cleanup 99 "$moddir/uevd-stop.sh"
+	# No stop hook: dracut's init ends with `udevadm control --exit` and
+	# `udevadm info --cleanup-db` (uevd, by that name), its systemd units
+	# stop systemd-udevd; a hook that stopped uevd first left that
+	# `udevadm control --exit` without a daemon, an error on the console.
 	inst_script "$moddir/systemd-udevd.sh" "$systemdutildir/systemd-udevd"
 	ln -sf /usr/bin/uevd "${initdir}/usr/bin/udevadm"
 	[ -e /etc/udev/udev.conf ] && inst_simple /etc/udev/udev.conf

@@ -90,7 +90,8 @@ pub struct Options {
     /// Print each device's path.
     #[arg(short = 'v', long)]
     verbose: bool,
-    /// Log failures to trigger only at debug level.
+    /// No progress line on a terminal (an initramfs's stderr is the
+    /// console), and failures to trigger logged only at debug level.
     #[arg(short = 'q', long)]
     quiet: bool,
     /// Wait until the daemon has processed the triggered events.
@@ -282,7 +283,8 @@ pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
     let mut targets: Vec<Target> = subsystems.into_iter().filter(|t| t.chosen).collect();
     targets.extend(order(devices, o.include_parents, &o.prioritized_subsystem));
     let shared_uuid = new_uuid();
-    let progress = std::io::stderr().is_terminal() && !o.dry_run && !o.verbose && !o.uuid;
+    let progress =
+        std::io::stderr().is_terminal() && !o.dry_run && !o.verbose && !o.uuid && !o.quiet;
     let total = targets.len();
     let mut failed = 0;
     let stdout = std::io::stdout();
