@@ -533,8 +533,12 @@ impl Builtin for NetSetupLink {
         if kernel
             && !state.address.is_empty()
             && state.permanent_address.is_empty()
-            && !kernel::reports_permanent_address()
+            && kernel::reports_permanent_address()
         {
+            // What ethtool would answer, without asking: the kernel leaves
+            // out an address of zeros, of the current address's length.
+            state.permanent_address = HwAddr(vec![0; state.address.0.len()]);
+        } else if kernel && !state.address.is_empty() && state.permanent_address.is_empty() {
             match kernel::permanent_address(&ifname) {
                 Ok(a) => state.permanent_address = a,
                 Err(e) => log::debug!(

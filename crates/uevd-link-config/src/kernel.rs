@@ -462,10 +462,10 @@ pub fn driver(ifname: &[u8]) -> io::Result<Vec<u8>> {
     Ok(d)
 }
 
-/// Whether RTM_NEWLINK names the permanent address whenever the interface
-/// has one (IFLA_PERM_ADDRESS, Linux 5.6 and later). Then its absence means
-/// an address of zeros, which ethtool would report too and which counts as
-/// none: asking ethtool again would cost a call per interface for nothing.
+/// Whether RTM_NEWLINK names the permanent address whenever it is not all
+/// zeros (IFLA_PERM_ADDRESS, Linux 5.6 and later). Then its absence means
+/// an address of zeros as long as the current one, which is what ethtool
+/// would report: asking it would cost a call per interface for nothing.
 pub fn reports_permanent_address() -> bool {
     static ANSWER: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ANSWER.get_or_init(|| release_at_least(uevd_host::kernel_release(), (5, 6)))

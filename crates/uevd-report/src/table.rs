@@ -568,6 +568,75 @@ fn json(groups: &[Group], rows: &[Row]) -> String {
     s
 }
 
+/// Every event of a group's boots, one by one: how long from its arrival
+/// (the kernel's send, as near as userspace sees it) until it was
+/// processed, how much of that it waited in the queue and how much was
+/// its own processing. A table, or "" when no run has a journal.
+pub fn per_event(group: &Group) -> String {
+    let events: Vec<_> = group
+        .runs
+        .iter()
+        .filter_map(|r| r.journal.as_ref())
+        .flat_map(|j| &j.events)
+        .collect();
+    if events.is_empty() {
+        return String::new();
+    }
+    let ns = |v: u64| v as f64 / 1e9;
+    let series: [(&str, Vec<f64>); 3] = [
+        (
+            "latency (arrived to processed)",
+            events
+                .iter()
+                .map(|e| ns(e.finished.saturating_sub(e.arrived)))
+                .collect(),
+        ),
+        (
+            "wait (arrived to started)",
+            events
+                .iter()
+                .map(|e| ns(e.started.saturating_sub(e.arrived)))
+                .collect(),
+        ),
+        (
+            "processing (started to done)",
+            events.iter().map(|e| ns(e.processing())).collect(),
+        ),
+    ];
+    let mut lines = vec![[
+        "per event",
+        "n",
+        "mean",
+        "median",
+        "mode",
+        "bin",
+        "stddev",
+        "min",
+        "max",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for (label, values) in &series {
+        let bin = stats::auto_bin(values);
+        let Some(s) = stats::summarize(values, bin) else {
+            continue;
+        };
+        let u = unit_for(s.max.abs().max(s.min.abs()));
+        lines.push(vec![
+            (*label).to_string(),
+            s.n.to_string(),
+            fmt_val(u, s.mean),
+            fmt_val(u, s.median),
+            fmt_mode(u, &s),
+            fmt_bin(u, bin),
+            s.stddev.map_or("-".into(), |v| fmt_val(u, v)),
+            fmt_val(u, s.min),
+            fmt_val(u, s.max),
+        ]);
+    }
+    columns(&lines)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

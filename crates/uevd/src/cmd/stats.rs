@@ -40,6 +40,9 @@ module init (dmesg)        sum of the log's module initcalls\n  \
 lab wall_s, lab cpu_s      the lab's measured phase and its CPU time\n  \
 subsystem NAME             sum of the processing time (finished - started) of its events\n  \
 program NAME               sum of the run time of that external program\n\n\
+A table of every event of the boots follows (not with --compare, csv or json): its \
+latency from arrival to processed, the wait in the queue and its own processing, with \
+the same statistics over the events.\n\n\
 For each: n (boots that have it), mean, median, mode, stddev, min and max. The mode is \
 the most common bin of values: the bin width is shown (default: a tenth of the median's \
 order of magnitude, e.g. 0.1 s for 2.5 s; --bin sets it), the bin is given by its lower \
@@ -224,6 +227,11 @@ pub fn run(mut opts: Options) -> io::Result<ExitCode> {
                 },
             );
             out.write_all(text.as_bytes())?;
+            let events = table::per_event(g);
+            if !events.is_empty() {
+                writeln!(out)?;
+                out.write_all(events.as_bytes())?;
+            }
         }
     }
     out.flush()?;
