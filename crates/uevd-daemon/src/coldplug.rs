@@ -21,9 +21,14 @@ impl Daemon {
         journal.mark("coldplug-start", format!("{how:?}").to_lowercase());
         let t = Instant::now();
         let count = match how {
-            Coldplug::Read => self.synthesize_all(Source::Coldplug, &HashSet::new()),
+            // A device whose add was restored has it queued already.
+            Coldplug::Read => self.synthesize_all(Source::Coldplug, &self.restored_adds),
             Coldplug::Trigger => {
-                let n = uevd_sysfs::request_all(&self.sysfs, Action::Add, None);
+                let n = if self.restored_adds.is_empty() {
+                    uevd_sysfs::request_all(&self.sysfs, Action::Add, None)
+                } else {
+                    self.request_all_but_restored()
+                };
                 if let Err(e) = self.drain_kernel() {
                     log::warn!("reading uevents: {e}");
                 }
@@ -35,6 +40,23 @@ impl Daemon {
             t.elapsed()
         );
         journal.mark("coldplug-end", count.to_string());
+    }
+
+    /// Asks the kernel for an `add` of every device but those whose add
+    /// was restored; returns how many were asked.
+    fn request_all_but_restored(&self) -> usize {
+        let mut n = 0;
+        let mut go = |devpath: &[u8], path: &std::path::Path| {
+            if !self.restored_adds.contains(devpath)
+                && path.join("subsystem").exists()
+                && uevd_sysfs::request_uevent(path, Action::Add, None, &[]).is_ok()
+            {
+                n += 1;
+            }
+        };
+        let _ = walk_subsystems(&self.sysfs, |v| go(v.devpath, v.path));
+        let _ = walk_devices(&self.sysfs, |v| go(v.devpath, v.path));
+        n
     }
 
     /// Queues a synthesised `add` for every device in sysfs whose devpath

@@ -25,6 +25,7 @@ pub mod notify;
 pub mod pipeline;
 mod reconcile;
 mod rules;
+mod saved;
 pub mod settings;
 mod settle;
 mod signals;

@@ -42,13 +42,25 @@ pub(crate) struct Daemon {
     inbox: Inbox,
     /// udev's control socket, for udevadm.
     udev_control: Option<uevd_control::udev::Listener>,
+    /// Devices whose `add` was restored from the daemon before: coldplug
+    /// leaves them to it.
+    pub(crate) restored_adds: std::collections::HashSet<Box<[u8]>>,
+    /// The newest kernel SEQNUM restored: the kernel never sends it again,
+    /// so a copy of it (or of an older one) is not processed twice.
+    pub(crate) restored_seqnum: Option<u64>,
+    /// Events restored from the daemon before.
+    pub(crate) restored: u64,
+    /// Kernel events dropped as copies of restored ones.
+    duplicates: u64,
 }
 
 /// How often changed rules files are looked for, at most.
 const RULES_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Runs the device manager until asked to exit (control `exit`, SIGTERM,
-/// SIGINT); queued events are finished first.
+/// SIGINT); running events are finished, and those not started yet are
+/// saved for the next daemon, which restores them before anything else
+/// (`saved.rs`).
 pub fn run(config: Config) -> io::Result<()> {
     crate::set_log_level(config.log_level);
     let opts = &config;
@@ -157,11 +169,17 @@ pub fn run(config: Config) -> io::Result<()> {
         drain: Arc::new(Drain::new()?),
         inbox: Inbox::new()?,
         udev_control,
+        restored_adds: Default::default(),
+        restored_seqnum: None,
+        restored: 0,
+        duplicates: 0,
     };
     if let Some(fd) = ready {
         signal_ready(fd);
     }
     crate::notify::ready();
+    let saved_path = crate::saved::path(&config.run);
+    d.restore(crate::saved::take(&saved_path));
     if let Some(how) = opts.coldplug {
         d.coldplug(how);
     }
@@ -169,10 +187,33 @@ pub fn run(config: Config) -> io::Result<()> {
     // Asked to exit, udevd closes its control socket at once; a udevadm
     // that connects while the last events finish must not hang unanswered.
     d.udev_control = None;
-    log::info!("exiting once {} queued events are done", queue.status().0);
-    queue.shutdown();
+    // What the kernel sent before the request is queued, then nothing more
+    // starts: running events finish, the rest is handed on.
+    if let Err(e) = d.drain_kernel() {
+        log::warn!("reading uevents: {e}");
+    }
+    let running = queue.status().1;
+    let mut saved = queue.shutdown_unstarted();
+    log::info!(
+        "exiting once {running} running events are done; {} not started are saved",
+        saved.len()
+    );
     for h in handles {
         let _ = h.join();
+    }
+    // What the last events made the kernel send (devices a driver found).
+    saved.extend(d.read_remaining());
+    match crate::saved::save(&saved_path, &saved) {
+        Ok(()) if !saved.is_empty() => {
+            journal.mark("saved", saved.len().to_string());
+            log::info!("saved {} events to {}", saved.len(), saved_path.display());
+        }
+        Ok(()) => {}
+        Err(e) => log::error!(
+            "{}: {e}: {} queued events are lost",
+            saved_path.display(),
+            saved.len()
+        ),
     }
     journal.mark("exit", "");
     drop(d);
@@ -298,6 +339,13 @@ impl Daemon {
         loop {
             match self.kernel.recv()? {
                 Received::Event(ev) => {
+                    if let (Some(max), Some(n)) = (self.restored_seqnum, ev.seqnum()) {
+                        if n <= max {
+                            self.duplicates += 1;
+                            log::debug!("SEQNUM {n} was restored already; not processed twice");
+                            continue;
+                        }
+                    }
                     let job = Job::new(ev, Source::Kernel);
                     batch.push((job.keys(), job));
                 }
@@ -315,6 +363,27 @@ impl Daemon {
                 }
                 Received::Overflow => return Ok((batch, true)),
                 Received::WouldBlock => return Ok((batch, false)),
+            }
+        }
+    }
+
+    /// What is left in the kernel socket, unqueued, for a daemon about to
+    /// exit.
+    fn read_remaining(&mut self) -> Vec<Job> {
+        let mut jobs = Vec::new();
+        loop {
+            match self.read_batch() {
+                Ok((batch, overflowed)) => {
+                    jobs.extend(batch.into_iter().map(|(_, j)| j));
+                    if !overflowed {
+                        return jobs;
+                    }
+                    log::warn!("kernel uevents were lost while exiting");
+                }
+                Err(e) => {
+                    log::warn!("reading uevents: {e}");
+                    return jobs;
+                }
             }
         }
     }
@@ -471,12 +540,14 @@ impl Daemon {
                 let (pending, running) = self.queue.status();
                 let p = &self.processor;
                 conn.reply(&Reply::Ok(format!(
-                    "pending={pending} running={running} loading={} processed={} failed={} rejected={} overflows={} known={} links={} rules={} uptime_ms={} control={}",
+                    "pending={pending} running={running} loading={} processed={} failed={} rejected={} overflows={} restored={} duplicates={} known={} links={} rules={} uptime_ms={} control={}",
                     uevd_kmod::shared_if_open().map_or(0, |l| l.background_pending()),
                     p.processed.load(std::sync::atomic::Ordering::Relaxed),
                     p.failed.load(std::sync::atomic::Ordering::Relaxed),
                     self.rejected,
                     self.overflows,
+                    self.restored,
+                    self.duplicates,
                     p.known_count(),
                     p.claimed_links(),
                     p.rules().line_count(),

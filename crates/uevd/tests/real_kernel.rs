@@ -1387,3 +1387,153 @@ fn net_driver_sets_the_driver_ethtool_names() {
     assert!(record.contains("E:ID_DRIVER_SEEN=1\n"), "{record:?}");
     daemon.stop(&lab).unwrap();
 }
+
+/// Adds processed per devpath under the lab's interfaces, by source.
+fn adds_by_devpath(j: &Journal, prefix: &str) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for e in &j.events {
+        if e.action == "add" && e.devpath.starts_with(prefix) {
+            out.entry(e.devpath.clone())
+                .or_default()
+                .push(e.source.clone());
+        }
+    }
+    out
+}
+
+/// Waits until the daemon has processed at least `n` events, and returns
+/// while its queue still holds more.
+fn wait_processed(lab: &Lab, n: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let st = status(lab);
+        let done: u64 = st["processed"].parse().unwrap();
+        if done >= n {
+            let pending: u64 = st["pending"].parse().unwrap();
+            assert!(pending > 20, "the queue ran dry too soon: {st:?}");
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{st:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The initramfs stops the daemon mid-coldplug and the real root starts
+/// it again: what was queued but not started is saved, restored first,
+/// and every device ends with exactly one processed add.
+#[test]
+fn exit_mid_coldplug_saves_the_queue_and_the_next_daemon_restores_it() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    // A slow rule on half the interfaces keeps the queue long.
+    write_rules(
+        &lab,
+        "50-slow.rules",
+        "SUBSYSTEM==\"net\", KERNEL==\"qa*\", PROGRAM=\"/bin/sleep 0.05\"\n",
+    );
+    lab.ip_batch(&veth_pairs("q", 120)).unwrap();
+    let all = expected_net_ids(&lab, true);
+    let saved = lab.run().join("uevd/saved-events");
+
+    // The first daemon: control --exit while coldplug events are queued.
+    let first = lab
+        .start_uevd(uevd(), &["--coldplug", "--workers", "2"])
+        .unwrap();
+    wait_processed(&lab, 40);
+    let log1 = first.stop(&lab).unwrap();
+    let j1 = journal(&lab);
+    assert!(saved.exists(), "nothing saved: {log1}");
+    assert!(log1.contains("not started are saved"), "{log1}");
+    assert!(
+        j1.marks.iter().any(|m| m.name == "saved"),
+        "the journal marks the save"
+    );
+    let prefix = "/devices/virtual/net/";
+    let first_adds = adds_by_devpath(&j1, prefix);
+    // A device processed by the first daemon was not saved; one that was
+    // not is in the file, and now goes away before the next daemon runs.
+    let unprocessed: Vec<usize> = (0..120)
+        .filter(|i| !first_adds.contains_key(&format!("{prefix}qa{i}")))
+        .collect();
+    assert!(unprocessed.len() > 10, "{unprocessed:?}");
+    let deleted: Vec<usize> = unprocessed.iter().rev().take(5).copied().collect();
+    lab.ip_batch(
+        &deleted
+            .iter()
+            .map(|i| format!("link del qa{i}"))
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+
+    // The real root's daemon, without a coldplug of its own: only the
+    // restored events complete the work.
+    let second = lab.start_uevd(uevd(), &["--workers", "2"]).unwrap();
+    lab.settle(uevd()).unwrap();
+    assert!(!saved.exists(), "restored once, then gone");
+    let st = status(&lab);
+    let log2 = second.stop(&lab).unwrap();
+    let j2 = journal(&lab);
+    assert_ne!(st["restored"], "0", "{log2}");
+    assert!(j2.marks.iter().any(|m| m.name == "restore-end"), "{log2}");
+    let second_adds = adds_by_devpath(&j2, prefix);
+    assert!(second_adds
+        .values()
+        .all(|sources| sources.iter().all(|s| s == "restored")));
+    // Nothing lost, nothing twice: each interface that existed at the
+    // first coldplug has exactly one processed add over both daemons.
+    for (ifindex, name) in lab.interfaces().unwrap() {
+        let devpath = format!("{prefix}{name}");
+        let n = first_adds.get(&devpath).map_or(0, Vec::len)
+            + second_adds.get(&devpath).map_or(0, Vec::len);
+        assert_eq!(n, 1, "{name} (n{ifindex}): {log1}\n{log2}");
+    }
+    for devpath in first_adds.keys() {
+        assert!(!second_adds.contains_key(devpath), "{devpath} twice");
+    }
+    // The gone interfaces: their saved add, then the removal the kernel
+    // sent while no daemon listened; no record is left.
+    for i in &deleted {
+        let devpath = format!("{prefix}qa{i}");
+        let actions: Vec<&str> = j2
+            .events
+            .iter()
+            .filter(|e| e.devpath == devpath)
+            .map(|e| e.action.as_str())
+            .collect();
+        assert_eq!(actions, ["add", "remove"], "{devpath}");
+    }
+    assert_eq!(net_ids(&lab), expected_net_ids(&lab, true));
+    assert!(net_ids(&lab).len() < all.len());
+
+    // Again with SIGTERM, and a coldplug in the next daemon too: it
+    // leaves the restored devices to the restore, so every device has
+    // one add in the second daemon.
+    std::fs::remove_dir_all(lab.run().join("udev")).unwrap();
+    let third = lab
+        .start_uevd(uevd(), &["--coldplug", "--workers", "2"])
+        .unwrap();
+    wait_processed(&lab, 40);
+    third.signal(rustix::process::Signal::TERM).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while lab.run().join("uevd/control").exists() {
+        assert!(std::time::Instant::now() < deadline, "still running");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let log3 = third.stop(&lab).unwrap();
+    assert!(saved.exists(), "{log3}");
+    let fourth = lab
+        .start_uevd(uevd(), &["--coldplug", "--workers", "2"])
+        .unwrap();
+    lab.settle(uevd()).unwrap();
+    let log4 = fourth.stop(&lab).unwrap();
+    let j4 = journal(&lab);
+    let adds = adds_by_devpath(&j4, prefix);
+    let interfaces = lab.interfaces().unwrap();
+    for (_, name) in &interfaces {
+        let sources = adds.get(&format!("{prefix}{name}"));
+        assert_eq!(sources.map_or(0, Vec::len), 1, "{name}: {sources:?} {log4}");
+    }
+    assert!(adds.values().flatten().any(|s| s == "restored"), "{log4}");
+    assert!(adds.values().flatten().any(|s| s == "coldplug"), "{log4}");
+    assert_eq!(net_ids(&lab), expected_net_ids(&lab, true));
+}
