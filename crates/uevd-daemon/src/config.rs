@@ -44,6 +44,9 @@ pub struct Config {
     pub log_level: Level,
     /// Announce processed events to libudev clients (netlink group 2).
     pub broadcast: bool,
+    /// Announcements kept for clients that fell behind (`replay`); 0 keeps
+    /// none.
+    pub replay_events: usize,
 }
 
 impl Config {
@@ -69,6 +72,7 @@ impl Config {
             log_file: None,
             log_level: Level::Info,
             broadcast: true,
+            replay_events: crate::announce::DEFAULT_REPLAY_EVENTS,
         }
     }
 

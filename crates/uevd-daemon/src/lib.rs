@@ -32,6 +32,7 @@ mod signals;
 mod udev_control;
 mod watch;
 
+pub use announce::DEFAULT_REPLAY_EVENTS;
 pub use config::{control_socket, Coldplug, Config};
 pub use job::{Job, Source};
 pub use manager::run;

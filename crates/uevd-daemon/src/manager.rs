@@ -3,7 +3,7 @@
 //! pipeline. Nothing here waits on an event's work.
 
 use crate::config::Config;
-use crate::control::{Inbox, Incoming};
+use crate::control::{Client, Inbox, Incoming};
 use crate::job::{Job, Source};
 use crate::modules::record_module_loads;
 use crate::pipeline::Processor;
@@ -143,6 +143,7 @@ pub fn run(config: Config) -> io::Result<()> {
         journal.clone(),
         rules,
     ));
+    processor.replay.set_capacity(opts.replay_events);
     let flag = QueueFlag::new(&udev_dir);
     flag.set(false);
     let queue: WorkQueue<Job> = WorkQueue::new(move |busy| flag.set(busy));
@@ -535,6 +536,16 @@ impl Daemon {
                 log::info!("control: property {key}={value} for every event");
                 self.processor.set_global(key.as_bytes(), value.as_bytes());
                 conn.reply(&Reply::Ok(String::new()));
+            }
+            Request::Replay(since) => {
+                let (messages, gone, last) = self.processor.replay.since(since);
+                match conn {
+                    // Written off the main loop: a client may read slowly.
+                    Client::Uevd(c) => {
+                        std::thread::spawn(move || c.reply_replay(gone, last, &messages));
+                    }
+                    other => other.reply(&Reply::Error("replay is uevd's own request".into())),
+                }
             }
             Request::Status => {
                 let (pending, running) = self.queue.status();

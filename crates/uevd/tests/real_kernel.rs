@@ -1537,3 +1537,86 @@ fn exit_mid_coldplug_saves_the_queue_and_the_next_daemon_restores_it() {
     assert!(adds.values().flatten().any(|s| s == "coldplug"), "{log4}");
     assert_eq!(net_ids(&lab), expected_net_ids(&lab, true));
 }
+
+/// A monitor whose tiny socket overflows while it is stopped gets what
+/// it missed from the daemon: every processed event is printed exactly
+/// once, in order, the missed ones marked REPLAY.
+#[test]
+fn an_overflowed_monitor_replays_what_it_missed_exactly_once_in_order() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    let out_path = lab.root().join("monitor.out");
+    let err_path = lab.root().join("monitor.err");
+    let mut monitor = lab
+        .command(uevd())
+        .args(lab.uevd_roots())
+        .args(["monitor", "--udev", "--property", "--buffer-size", "4096"])
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let read = || std::fs::read_to_string(&out_path).unwrap_or_default();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !read().ends_with("\n\n") {
+        assert!(std::time::Instant::now() < deadline, "no header");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // One event seen, so the monitor knows where it is.
+    lab.ip_batch(&veth_pairs("w", 1)).unwrap();
+    lab.settle(uevd()).unwrap();
+    while !read().contains("UEVD_SEQ=") {
+        assert!(std::time::Instant::now() < deadline, "{}", read());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = rustix::process::Pid::from_raw(monitor.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).unwrap();
+    lab.ip_batch(&veth_pairs("x", 60)).unwrap();
+    lab.settle(uevd()).unwrap();
+    let processed: u64 = status(&lab)["processed"].parse().unwrap();
+    assert!(processed > 300, "{processed}");
+    rustix::process::kill_process(pid, rustix::process::Signal::CONT).unwrap();
+    let want = format!("UEVD_SEQ={processed}\n");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !read().contains(&want) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}\n{}",
+            read(),
+            std::fs::read_to_string(&err_path).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Anything late would follow at once.
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = monitor.kill();
+    let _ = monitor.wait();
+    daemon.stop(&lab).unwrap();
+    let text = read();
+    let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let mut seqs = Vec::new();
+    let mut replayed = 0;
+    for block in text.split("\n\n").filter(|b| b.contains("UEVD_SEQ=")) {
+        let head = block.lines().next().unwrap();
+        if head.starts_with("REPLAY[") {
+            replayed += 1;
+        } else {
+            assert!(head.starts_with("UDEV  ["), "{head}");
+        }
+        let seq: u64 = block
+            .lines()
+            .find_map(|l| l.strip_prefix("UEVD_SEQ="))
+            .unwrap()
+            .parse()
+            .unwrap();
+        seqs.push(seq);
+    }
+    assert!(err.contains("receive buffer overrun"), "{err}");
+    assert!(replayed > 100, "{replayed} replayed: {err}");
+    let first = seqs[0];
+    assert_eq!(
+        seqs,
+        (first..=processed).collect::<Vec<_>>(),
+        "every event once, in order: {err}"
+    );
+}
