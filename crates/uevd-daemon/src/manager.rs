@@ -52,6 +52,9 @@ pub(crate) struct Daemon {
     pub(crate) restored: u64,
     /// Kernel events dropped as copies of restored ones.
     duplicates: u64,
+    /// Who asked to exit: answered once the queue is saved, so that an
+    /// initramfs moves /run only when the daemon is done with it.
+    exit_waiters: Vec<Client>,
 }
 
 /// How often changed rules files are looked for, at most.
@@ -174,6 +177,7 @@ pub fn run(config: Config) -> io::Result<()> {
         restored_seqnum: None,
         restored: 0,
         duplicates: 0,
+        exit_waiters: Vec::new(),
     };
     if let Some(fd) = ready {
         signal_ready(fd);
@@ -215,6 +219,9 @@ pub fn run(config: Config) -> io::Result<()> {
             saved_path.display(),
             saved.len()
         ),
+    }
+    for waiter in std::mem::take(&mut d.exit_waiters) {
+        waiter.reply(&Reply::Ok(String::new()));
     }
     journal.mark("exit", "");
     drop(d);
@@ -510,7 +517,7 @@ impl Daemon {
                 conn.reply(&Reply::Ok(summary))
             }
             Request::Exit => {
-                conn.reply(&Reply::Ok(String::new()));
+                self.exit_waiters.push(conn);
                 return Ok(true);
             }
             Request::LogLevel(level) => {

@@ -1,4 +1,5 @@
 #!/bin/sh
-# cleanup: queued events finish; the database under /run stays for the
-# real root's device manager.
-uevd control --exit >/dev/null 2>&1 || :
+# cleanup: running events finish, those not started are saved under /run
+# for the real root's uevd; the database there stays for it too. The
+# answer comes once that is done.
+uevd control --timeout=121 --exit >/dev/null 2>&1 || :
