@@ -131,6 +131,15 @@ impl Daemon {
                 gone.push((devpath, k));
             }
         }
+        // A restored add still queued covers its device: not added twice.
+        if !self.restored_adds.is_empty() {
+            if self.restore_done() {
+                self.restored_adds.clear();
+            } else {
+                let pending = self.restored_adds.iter();
+                unchanged.extend(pending.filter(|p| !known.contains_key(*p)).cloned());
+            }
+        }
         let gone_interfaces: HashMap<u32, &[u8]> = gone
             .iter()
             .filter(|(p, k)| &*k.subsystem == b"net" && !present.contains(*p))

@@ -50,6 +50,8 @@ pub(crate) struct Daemon {
     pub(crate) restored_seqnum: Option<u64>,
     /// Events restored from the daemon before.
     pub(crate) restored: u64,
+    /// The queue's id of the last of them.
+    pub(crate) restored_through: uevd_queue::EventId,
     /// Kernel events dropped as copies of restored ones.
     duplicates: u64,
     /// Who asked to exit: answered once the queue is saved, so that an
@@ -176,6 +178,7 @@ pub fn run(config: Config) -> io::Result<()> {
         restored_adds: Default::default(),
         restored_seqnum: None,
         restored: 0,
+        restored_through: 0,
         duplicates: 0,
         exit_waiters: Vec::new(),
     };

@@ -230,6 +230,7 @@ impl Daemon {
         while jobs.peek().is_some() {
             self.submit(jobs.by_ref().take(256).collect());
         }
+        self.restored_through = self.queue.last_id();
         log::info!(
             "restored {saved} events the previous daemon saved, then {gone} removals and {came} adds of devices that changed since"
         );
@@ -237,6 +238,15 @@ impl Daemon {
             "restore-end",
             format!("saved={saved} removed={gone} added={came}"),
         );
+    }
+}
+
+impl Daemon {
+    /// Whether every restored event has been processed.
+    pub(crate) fn restore_done(&self) -> bool {
+        self.queue
+            .settle(self.restored_through, std::time::Duration::ZERO)
+            == uevd_queue::Completion::Done
     }
 }
 

@@ -1624,3 +1624,56 @@ fn an_overflowed_monitor_replays_what_it_missed_exactly_once_in_order() {
         "every event once, in order: {err}"
     );
 }
+
+/// A rescan after lost events while restored events still wait leaves
+/// their devices to them: no device is added twice.
+#[test]
+fn a_rescan_while_restored_events_wait_does_not_add_their_devices_again() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    write_rules(
+        &lab,
+        "50-slow.rules",
+        "SUBSYSTEM==\"net\", KERNEL==\"g*\", PROGRAM=\"/bin/sleep 0.05\"\n",
+    );
+    let first = lab.start_uevd(uevd(), &[]).unwrap();
+    let out = lab.uevd(uevd(), &["control", "--stop-exec-queue"]).unwrap();
+    assert!(out.status.success());
+    lab.ip_batch(&veth_pairs("g", 20)).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while status(&lab)["pending"].parse::<u32>().unwrap() < 40 {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    first.stop(&lab).unwrap();
+    assert!(lab.run().join("uevd/saved-events").exists());
+
+    let second = lab
+        .start_uevd(uevd(), &["--receive-buffer", "1", "--workers", "1"])
+        .unwrap();
+    second.signal(rustix::process::Signal::STOP).unwrap();
+    lab.ip_batch(&veth_pairs("f", 100)).unwrap();
+    second.signal(rustix::process::Signal::CONT).unwrap();
+    lab.settle(uevd()).unwrap();
+    let st = status(&lab);
+    let log = second.stop(&lab).unwrap();
+    assert_ne!(st["overflows"], "0", "{log}");
+    let j = journal(&lab);
+    let rescan_end = j.marks.iter().find(|m| m.name == "rescan-end").unwrap();
+    let adds = adds_by_devpath(&j, "/devices/virtual/net/g");
+    let interfaces = adds.keys().filter(|p| !p.contains("/queues/")).count();
+    assert_eq!(interfaces, 40, "{adds:?}");
+    for (devpath, sources) in &adds {
+        assert_eq!(sources, &["restored"], "{devpath}: {log}");
+    }
+    // The rescan came while the restored events still waited.
+    let last_restored = j
+        .events
+        .iter()
+        .filter(|e| e.source == "restored")
+        .map(|e| e.finished)
+        .max()
+        .unwrap();
+    assert!(rescan_end.at < last_restored, "{log}");
+    assert_eq!(net_ids(&lab), expected_net_ids(&lab, true), "{log}");
+}
