@@ -1595,6 +1595,19 @@ fn an_overflowed_monitor_replays_what_it_missed_exactly_once_in_order() {
     std::thread::sleep(Duration::from_millis(300));
     let _ = monitor.kill();
     let _ = monitor.wait();
+    // The same request from the command line.
+    let since = (processed - 5).to_string();
+    let out = lab
+        .uevd(uevd(), &["control", "--replay-since", &since])
+        .unwrap();
+    let replayed_text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        replayed_text.matches("REPLAY[").count(),
+        5,
+        "{replayed_text}"
+    );
+    assert!(replayed_text.contains(&want), "{replayed_text}");
     daemon.stop(&lab).unwrap();
     let text = read();
     let err = std::fs::read_to_string(&err_path).unwrap_or_default();

@@ -205,7 +205,12 @@ fn timestamp() -> String {
     format!("{}.{:06}", t.tv_sec, t.tv_nsec / 1000)
 }
 
-fn print(out: &mut impl Write, source: &str, ev: &Uevent, properties: bool) -> io::Result<()> {
+pub(crate) fn print(
+    out: &mut impl Write,
+    source: &str,
+    ev: &Uevent,
+    properties: bool,
+) -> io::Result<()> {
     writeln!(
         out,
         "{source:<6}[{}] {:<8} {} ({})",
