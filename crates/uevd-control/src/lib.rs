@@ -16,6 +16,17 @@
 //! | `start-exec-queue` | `ok`                                          |
 //! | `children-max <n>` | `ok <events run at once>` (0: as many as workers) |
 //! | `property <K>=<V>` | `ok` (added to every event; `K=` removes it)  |
+//! | `replay <seq>`     | `ok count=<n> gone=<n> last=<seq>`, then the events (below) |
+//!
+//! `replay <seq>` asks for the processed events announced after the one
+//! numbered `<seq>` (each announcement carries `UEVD_SEQ=<n>`, counted
+//! from 1 at each daemon start), as far as the daemon still holds them:
+//! `count` follow, oldest first, each as a line with its length in bytes
+//! and then that many bytes of the monitor message as it was sent on
+//! netlink (libudev's format); `gone` says how many after `<seq>` are no
+//! longer held (the client must rescan for those); `last` is the number
+//! of the newest announcement. A client whose socket overflowed (ENOBUFS)
+//! gets with it what it missed ([`replay`]).
 //!
 //! A request the daemon cannot serve is answered `error <why>`.
 //!
@@ -81,6 +92,8 @@ pub enum Request {
     /// loading the drivers of every device present now, not one event at
     /// a time.
     Coldplug,
+    /// The announced events numbered after this one.
+    Replay(u64),
 }
 
 impl Request {
@@ -115,6 +128,11 @@ impl Request {
                     .map_err(|_| "children-max takes a number".to_string())?,
             ),
             "property" => return Err("property takes KEY=VALUE".to_string()),
+            "replay" => Request::Replay(
+                needs_arg()?
+                    .parse()
+                    .map_err(|_| "replay takes an event number".to_string())?,
+            ),
             "settle" => Request::Settle(Duration::from_millis(
                 needs_arg()?
                     .parse()
@@ -158,6 +176,7 @@ impl fmt::Display for Request {
             Request::ChildrenMax(n) => write!(f, "children-max {n}"),
             Request::Property(k, v) => write!(f, "property {k}={v}"),
             Request::Coldplug => f.write_str("coldplug"),
+            Request::Replay(seq) => write!(f, "replay {seq}"),
         }
     }
 }
@@ -208,6 +227,65 @@ pub fn call(path: &Path, request: &Request, timeout: Duration) -> io::Result<Rep
         ));
     }
     Ok(Reply::parse(&line))
+}
+
+/// What a `replay` request brought back.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Replayed {
+    /// Announcements after the one asked about that the daemon no longer
+    /// holds.
+    pub gone: u64,
+    /// The number of the newest announcement (0: none yet).
+    pub last: u64,
+    /// The monitor messages, oldest first, as sent on netlink.
+    pub messages: Vec<Vec<u8>>,
+}
+
+/// Longest replayed message accepted (the kernel's own limit is 8 KiB;
+/// udev's announcements add links and tags).
+const MAX_FRAME: usize = 1 << 20;
+
+/// Asks the daemon for the events announced after number `since`.
+pub fn replay(path: &Path, since: u64, timeout: Duration) -> io::Result<Replayed> {
+    let mut stream = UnixStream::connect(path)?;
+    stream.set_read_timeout(Some(timeout))?;
+    writeln!(stream, "{}", Request::Replay(since))?;
+    let mut r = BufReader::new(stream);
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_string());
+    if line.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "daemon closed the connection",
+        ));
+    }
+    let text = match Reply::parse(&line) {
+        Reply::Ok(t) => t,
+        other => return Err(io::Error::other(other.to_string())),
+    };
+    let mut out = Replayed::default();
+    let mut count = 0usize;
+    for kv in text.split_whitespace() {
+        match kv.split_once('=') {
+            Some(("count", v)) => count = v.parse().map_err(|_| bad("bad count"))?,
+            Some(("gone", v)) => out.gone = v.parse().map_err(|_| bad("bad gone"))?,
+            Some(("last", v)) => out.last = v.parse().map_err(|_| bad("bad last"))?,
+            _ => {}
+        }
+    }
+    for _ in 0..count {
+        line.clear();
+        r.read_line(&mut line)?;
+        let len: usize = line.trim().parse().map_err(|_| bad("bad frame length"))?;
+        if len > MAX_FRAME {
+            return Err(bad("frame too long"));
+        }
+        let mut msg = vec![0; len];
+        io::Read::read_exact(&mut r, &mut msg)?;
+        out.messages.push(msg);
+    }
+    Ok(out)
 }
 
 /// The daemon's end.
@@ -301,6 +379,24 @@ impl Connection {
     pub fn reply(mut self, reply: &Reply) {
         let _ = writeln!(self.stream, "{reply}");
     }
+
+    /// Answers a `replay`: the reply line, then each message as a line
+    /// with its length and the message's bytes. A client that stops
+    /// reading is given up on after a few seconds.
+    pub fn reply_replay(self, gone: u64, last: u64, messages: &[impl AsRef<[u8]>]) {
+        let _ = self.stream.set_write_timeout(Some(Duration::from_secs(5)));
+        let mut w = io::BufWriter::new(&self.stream);
+        let reply = Reply::Ok(format!("count={} gone={gone} last={last}", messages.len()));
+        let _ = (|| -> io::Result<()> {
+            writeln!(w, "{reply}")?;
+            for m in messages {
+                let m = m.as_ref();
+                writeln!(w, "{}", m.len())?;
+                w.write_all(m)?;
+            }
+            w.flush()
+        })();
+    }
 }
 
 #[cfg(test)]
@@ -322,6 +418,7 @@ mod tests {
             Request::ChildrenMax(4),
             Request::Property("FOO".into(), "a b=c".into()),
             Request::Property("FOO".into(), String::new()),
+            Request::Replay(42),
         ] {
             assert_eq!(Request::parse(&r.to_string()), Ok(r));
         }
@@ -339,6 +436,39 @@ mod tests {
             .unwrap_err()
             .contains("unknown request"));
         assert!(Request::parse("log-level loud").is_err());
+        assert!(Request::parse("replay").is_err());
+        assert!(Request::parse("replay soon").is_err());
+    }
+
+    #[test]
+    fn a_replay_brings_back_binary_messages_in_order() {
+        if !rustix::process::geteuid().is_root() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("uevd/control");
+        let listener = Listener::bind(&path).unwrap();
+        let server = std::thread::spawn(move || {
+            let mut c = loop {
+                match listener.accept() {
+                    Ok(c) => break c,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(1))
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            assert_eq!(c.request(), Ok(Some(Request::Replay(7))));
+            let msgs: [&[u8]; 2] = [b"libudev\0a=1\nb\0", b"\n\n"];
+            c.reply_replay(3, 12, &msgs);
+        });
+        let got = replay(&path, 7, Duration::from_secs(5)).unwrap();
+        server.join().unwrap();
+        assert_eq!((got.gone, got.last), (3, 12));
+        assert_eq!(
+            got.messages,
+            [b"libudev\0a=1\nb\0".to_vec(), b"\n\n".to_vec()]
+        );
     }
 
     #[test]

@@ -28,11 +28,17 @@ impl Daemon {
         if !first.is_empty() {
             journal.mark("coldplug-root-first", first.len().to_string());
         }
-        let skip: HashSet<Box<[u8]>> = first.iter().cloned().collect();
+        // A device whose add was restored has it queued already.
+        let skip: HashSet<Box<[u8]>> = first
+            .iter()
+            .cloned()
+            .chain(self.restored_adds.iter().cloned())
+            .collect();
         let count = match how {
             Coldplug::Read => {
                 let batch: Vec<_> = first
                     .iter()
+                    .filter(|devpath| !self.restored_adds.contains(*devpath))
                     .filter_map(|devpath| self.sysfs.read_event(Action::Add, devpath).ok())
                     .filter(|ev| ev.subsystem().is_some())
                     .map(|ev| {
@@ -54,7 +60,9 @@ impl Daemon {
                     }
                 };
                 for devpath in &first {
-                    request(&self.sysfs.syspath(devpath));
+                    if !self.restored_adds.contains(devpath) {
+                        request(&self.sysfs.syspath(devpath));
+                    }
                 }
                 if !first.is_empty() {
                     if let Err(e) = self.drain_kernel() {
@@ -62,7 +70,11 @@ impl Daemon {
                     }
                 }
                 // What uevd_sysfs::request_all does, less what went first.
-                let _ = walk_subsystems(&self.sysfs, |v| request(v.path));
+                let _ = walk_subsystems(&self.sysfs, |v| {
+                    if !self.restored_adds.contains(v.devpath) {
+                        request(v.path)
+                    }
+                });
                 let _ = walk_devices(&self.sysfs, |v| {
                     if !skip.contains(v.devpath) {
                         request(v.path)
@@ -189,6 +201,15 @@ impl Daemon {
                 unchanged.insert(devpath.clone());
             } else {
                 gone.push((devpath, k));
+            }
+        }
+        // A restored add still queued covers its device: not added twice.
+        if !self.restored_adds.is_empty() {
+            if self.restore_done() {
+                self.restored_adds.clear();
+            } else {
+                let pending = self.restored_adds.iter();
+                unchanged.extend(pending.filter(|p| !known.contains_key(*p)).cloned());
             }
         }
         let gone_interfaces: HashMap<u32, &[u8]> = gone

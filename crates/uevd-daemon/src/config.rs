@@ -48,6 +48,9 @@ pub struct Config {
     /// `root=`): the events that may be for it, and what they wait for, go
     /// first.
     pub root: Option<crate::RootDevice>,
+    /// Announcements kept for clients that fell behind (`replay`); 0 keeps
+    /// none.
+    pub replay_events: usize,
 }
 
 impl Config {
@@ -74,6 +77,7 @@ impl Config {
             log_level: Level::Info,
             broadcast: true,
             root: None,
+            replay_events: crate::announce::DEFAULT_REPLAY_EVENTS,
         }
     }
 

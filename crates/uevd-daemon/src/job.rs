@@ -12,6 +12,9 @@ pub enum Source {
     Kernel,
     Coldplug,
     Rescan,
+    /// Saved by the daemon before this one, which exited before starting
+    /// it, or what the kernel did meanwhile to a device it names.
+    Restored,
 }
 
 impl Source {
@@ -20,6 +23,7 @@ impl Source {
             Source::Kernel => "kernel",
             Source::Coldplug => "coldplug",
             Source::Rescan => "rescan",
+            Source::Restored => "restored",
         }
     }
 }

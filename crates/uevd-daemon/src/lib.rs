@@ -27,12 +27,14 @@ pub mod pipeline;
 mod reconcile;
 mod rootdev;
 mod rules;
+mod saved;
 pub mod settings;
 mod settle;
 mod signals;
 mod udev_control;
 mod watch;
 
+pub use announce::DEFAULT_REPLAY_EVENTS;
 pub use config::{control_socket, Coldplug, Config};
 pub use job::{Job, Source};
 pub use manager::run;

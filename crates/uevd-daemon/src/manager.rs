@@ -3,7 +3,7 @@
 //! pipeline. Nothing here waits on an event's work.
 
 use crate::config::Config;
-use crate::control::{Inbox, Incoming};
+use crate::control::{Client, Inbox, Incoming};
 use crate::job::{Job, Source};
 use crate::modules::record_module_loads;
 use crate::pipeline::Processor;
@@ -44,13 +44,30 @@ pub(crate) struct Daemon {
     udev_control: Option<uevd_control::udev::Listener>,
     /// What the kernel command line's `root=` names: its events go first.
     pub(crate) root: Option<crate::RootDevice>,
+    /// Devices whose `add` was restored from the daemon before: coldplug
+    /// leaves them to it.
+    pub(crate) restored_adds: std::collections::HashSet<Box<[u8]>>,
+    /// The newest kernel SEQNUM restored: the kernel never sends it again,
+    /// so a copy of it (or of an older one) is not processed twice.
+    pub(crate) restored_seqnum: Option<u64>,
+    /// Events restored from the daemon before.
+    pub(crate) restored: u64,
+    /// The queue's id of the last of them.
+    pub(crate) restored_through: uevd_queue::EventId,
+    /// Kernel events dropped as copies of restored ones.
+    duplicates: u64,
+    /// Who asked to exit: answered once the queue is saved, so that an
+    /// initramfs moves /run only when the daemon is done with it.
+    exit_waiters: Vec<Client>,
 }
 
 /// How often changed rules files are looked for, at most.
 const RULES_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Runs the device manager until asked to exit (control `exit`, SIGTERM,
-/// SIGINT); queued events are finished first.
+/// SIGINT); running events are finished, and those not started yet are
+/// saved for the next daemon, which restores them before anything else
+/// (`saved.rs`).
 pub fn run(config: Config) -> io::Result<()> {
     crate::set_log_level(config.log_level);
     let opts = &config;
@@ -133,6 +150,7 @@ pub fn run(config: Config) -> io::Result<()> {
         journal.clone(),
         rules,
     ));
+    processor.replay.set_capacity(opts.replay_events);
     let flag = QueueFlag::new(&udev_dir);
     flag.set(false);
     let queue: WorkQueue<Job> = WorkQueue::new(move |busy| flag.set(busy));
@@ -167,11 +185,19 @@ pub fn run(config: Config) -> io::Result<()> {
         inbox: Inbox::new()?,
         udev_control,
         root: config.root.clone(),
+        restored_adds: Default::default(),
+        restored_seqnum: None,
+        restored: 0,
+        restored_through: 0,
+        duplicates: 0,
+        exit_waiters: Vec::new(),
     };
     if let Some(fd) = ready {
         signal_ready(fd);
     }
     crate::notify::ready();
+    let saved_path = crate::saved::path(&config.run);
+    d.restore(crate::saved::take(&saved_path));
     if let Some(how) = opts.coldplug {
         d.coldplug(how);
     }
@@ -179,10 +205,36 @@ pub fn run(config: Config) -> io::Result<()> {
     // Asked to exit, udevd closes its control socket at once; a udevadm
     // that connects while the last events finish must not hang unanswered.
     d.udev_control = None;
-    log::info!("exiting once {} queued events are done", queue.status().0);
-    queue.shutdown();
+    // What the kernel sent before the request is queued, then nothing more
+    // starts: running events finish, the rest is handed on.
+    if let Err(e) = d.drain_kernel() {
+        log::warn!("reading uevents: {e}");
+    }
+    let running = queue.status().1;
+    let mut saved = queue.shutdown_unstarted();
+    log::info!(
+        "exiting once {running} running events are done; {} not started are saved",
+        saved.len()
+    );
     for h in handles {
         let _ = h.join();
+    }
+    // What the last events made the kernel send (devices a driver found).
+    saved.extend(d.read_remaining());
+    match crate::saved::save(&saved_path, &saved) {
+        Ok(()) if !saved.is_empty() => {
+            journal.mark("saved", saved.len().to_string());
+            log::info!("saved {} events to {}", saved.len(), saved_path.display());
+        }
+        Ok(()) => {}
+        Err(e) => log::error!(
+            "{}: {e}: {} queued events are lost",
+            saved_path.display(),
+            saved.len()
+        ),
+    }
+    for waiter in std::mem::take(&mut d.exit_waiters) {
+        waiter.reply(&Reply::Ok(String::new()));
     }
     journal.mark("exit", "");
     drop(d);
@@ -315,6 +367,13 @@ impl Daemon {
         loop {
             match self.kernel.recv()? {
                 Received::Event(ev) => {
+                    if let (Some(max), Some(n)) = (self.restored_seqnum, ev.seqnum()) {
+                        if n <= max {
+                            self.duplicates += 1;
+                            log::debug!("SEQNUM {n} was restored already; not processed twice");
+                            continue;
+                        }
+                    }
                     let job = Job::new(ev, Source::Kernel);
                     batch.push((job.keys(self.root.as_ref()), job));
                 }
@@ -332,6 +391,27 @@ impl Daemon {
                 }
                 Received::Overflow => return Ok((batch, true)),
                 Received::WouldBlock => return Ok((batch, false)),
+            }
+        }
+    }
+
+    /// What is left in the kernel socket, unqueued, for a daemon about to
+    /// exit.
+    fn read_remaining(&mut self) -> Vec<Job> {
+        let mut jobs = Vec::new();
+        loop {
+            match self.read_batch() {
+                Ok((batch, overflowed)) => {
+                    jobs.extend(batch.into_iter().map(|(_, j)| j));
+                    if !overflowed {
+                        return jobs;
+                    }
+                    log::warn!("kernel uevents were lost while exiting");
+                }
+                Err(e) => {
+                    log::warn!("reading uevents: {e}");
+                    return jobs;
+                }
             }
         }
     }
@@ -457,7 +537,7 @@ impl Daemon {
                 conn.reply(&Reply::Ok(summary))
             }
             Request::Exit => {
-                conn.reply(&Reply::Ok(String::new()));
+                self.exit_waiters.push(conn);
                 return Ok(true);
             }
             Request::LogLevel(level) => {
@@ -492,16 +572,28 @@ impl Daemon {
                 );
                 conn.reply(&Reply::Ok(String::new()));
             }
+            Request::Replay(since) => {
+                let (messages, gone, last) = self.processor.replay.since(since);
+                match conn {
+                    // Written off the main loop: a client may read slowly.
+                    Client::Uevd(c) => {
+                        std::thread::spawn(move || c.reply_replay(gone, last, &messages));
+                    }
+                    other => other.reply(&Reply::Error("replay is uevd's own request".into())),
+                }
+            }
             Request::Status => {
                 let (pending, running) = self.queue.status();
                 let p = &self.processor;
                 conn.reply(&Reply::Ok(format!(
-                    "pending={pending} running={running} loading={} processed={} failed={} rejected={} overflows={} known={} links={} rules={} uptime_ms={} control={}",
+                    "pending={pending} running={running} loading={} processed={} failed={} rejected={} overflows={} restored={} duplicates={} known={} links={} rules={} uptime_ms={} control={}",
                     uevd_kmod::shared_if_open().map_or(0, |l| l.background_pending()),
                     p.processed.load(std::sync::atomic::Ordering::Relaxed),
                     p.failed.load(std::sync::atomic::Ordering::Relaxed),
                     self.rejected,
                     self.overflows,
+                    self.restored,
+                    self.duplicates,
                     p.known_count(),
                     p.claimed_links(),
                     p.rules().line_count(),

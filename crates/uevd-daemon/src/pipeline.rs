@@ -53,6 +53,8 @@ pub struct Processor {
     pub dev: DevDir,
     pub db: Database,
     broadcaster: Option<Broadcaster>,
+    /// The last announcements, for clients that fell behind.
+    pub replay: crate::announce::Replay,
     pub journal: Journal,
     rules: RwLock<Arc<Rules>>,
     /// Who owns each link that more than one device may want.
@@ -174,6 +176,7 @@ impl Processor {
             db,
             unclaimed,
             broadcaster,
+            replay: Default::default(),
             journal,
             rules: RwLock::new(Arc::new(rules)),
             links,
@@ -283,7 +286,7 @@ impl Processor {
         // The device exists (or went) whatever failed on the way: clients
         // hear about it either way.
         if let Some(b) = &self.broadcaster {
-            crate::announce::announce(b, &device, &announce);
+            crate::announce::announce(b, &self.replay, &device, &announce);
             clock.step("broadcast");
         }
         self.processed.fetch_add(1, Ordering::Relaxed);

@@ -471,6 +471,38 @@ impl<T> DependencyQueue<T> {
         self.deferred.len()
     }
 
+    /// Takes every event that has not started (waiting or ready) out of
+    /// the queue, in arrival order; running events stay until completed.
+    /// What a daemon about to exit hands on to the next one.
+    pub fn take_unstarted(&mut self) -> Vec<(EventId, T)> {
+        let ids: Vec<EventId> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| !matches!(e.state, State::Running))
+            .map(|(&id, _)| id)
+            .collect();
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let Some(entry) = self.entries.remove(&id) else {
+                continue;
+            };
+            self.index.remove(id, &entry.keys);
+            self.ready.remove(&id);
+            self.urgent.remove(&id);
+            self.deferred.remove(&id);
+            let payload = match entry.state {
+                State::Ready(p) => Some(p),
+                _ => entry.parked,
+            };
+            if let Some(p) = payload {
+                out.push((id, p));
+            }
+        }
+        // Only running events can still be waited on, and nothing waits.
+        self.waiters.clear();
+        out
+    }
+
     /// Events not yet finished (waiting, ready or running).
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -767,5 +799,25 @@ mod tests {
         assert_eq!(drain_ready(&mut q), [later]);
         q.complete(later);
         assert!(q.is_empty() && q.index.is_empty());
+    }
+
+    #[test]
+    fn unstarted_events_are_taken_in_order_and_running_ones_stay() {
+        let mut q = DependencyQueue::new();
+        q.push(keys("/devices/a"), 'a');
+        q.push(keys("/devices/a/child"), 'c');
+        q.push(keys("/devices/b"), 'b');
+        q.push(keys("/devices/a"), 'A');
+        // 1 runs; 3 is ready; 2 and 4 wait on 1.
+        assert_eq!(q.next_ready(), Some((1, 'a')));
+        let taken = q.take_unstarted();
+        assert_eq!(taken, [(2, 'c'), (3, 'b'), (4, 'A')]);
+        assert_eq!((q.len(), q.running(), q.ready_len()), (1, 1, 0));
+        assert_eq!(q.complete(1), 0, "nothing taken comes back");
+        assert!(q.is_empty());
+        assert!(q.index.is_empty());
+        // The queue goes on as new.
+        q.push(keys("/devices/a"), 'n');
+        assert_eq!(q.next_ready(), Some((5, 'n')));
     }
 }

@@ -325,6 +325,23 @@ impl<T: Send + 'static> WorkQueue<T> {
         effective
     }
 
+    /// Stops starting events and takes out every one not started yet, in
+    /// arrival order; the workers finish what runs, then stop (join
+    /// them). Nothing taken has run or will run here.
+    pub fn shutdown_unstarted(&self) -> Vec<T> {
+        let mut inner = self.lock();
+        inner.shutdown = true;
+        inner.paused = false;
+        let taken = inner.queue.take_unstarted();
+        if !taken.is_empty() && inner.queue.is_empty() {
+            (self.shared.on_busy)(false);
+        }
+        drop(inner);
+        self.shared.work.notify_all();
+        self.shared.done.notify_all();
+        taken.into_iter().map(|(_, item)| item).collect()
+    }
+
     /// Lets the workers finish what is queued, then stop; a paused queue
     /// resumes, or it would never finish.
     pub fn shutdown(&self) {
@@ -542,5 +559,35 @@ mod tests {
         for h in handles {
             h.join().unwrap();
         }
+    }
+
+    #[test]
+    fn a_shutdown_hands_back_what_has_not_started_and_finishes_what_runs() {
+        let q: WorkQueue<u32> = WorkQueue::new(|_| {});
+        let gate = Arc::new(Mutex::new(()));
+        let held = gate.lock().unwrap();
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let (g, r) = (gate.clone(), ran.clone());
+        let handles = q.spawn_workers(1, move |_w: usize, _id: EventId, n: u32| {
+            r.lock().unwrap().push(n);
+            drop(g.lock().unwrap());
+            Outcome::Done
+        });
+        for n in 0..5 {
+            q.push(keys(format!("/devices/d{n}")), n);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while ran.lock().unwrap().is_empty() {
+            assert!(Instant::now() < deadline);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let taken = q.shutdown_unstarted();
+        drop(held);
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(*ran.lock().unwrap(), [0]);
+        assert_eq!(taken, [1, 2, 3, 4]);
+        assert_eq!(q.status(), (0, 0));
     }
 }

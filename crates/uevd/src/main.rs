@@ -147,7 +147,7 @@ fn main() -> ExitCode {
         Command::Daemon(o) => daemon::run(&cli.roots, o),
         Command::Trigger(o) => trigger::run(&cli.roots, o),
         Command::Settle(o) => settle::run(&cli.roots, o),
-        Command::Monitor(o) => monitor::run(o),
+        Command::Monitor(o) => monitor::run(&cli.roots, o),
         Command::Wait(o) => wait::run(&cli.roots, o),
         Command::Lock(o) => lock::run(&cli.roots, o),
         Command::Control(o) => control::run(&cli.roots, o),

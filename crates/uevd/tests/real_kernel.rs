@@ -1616,3 +1616,306 @@ fn a_locked_disk_waits_while_other_disks_go_on() {
         let _ = uevd_lab::loop_control(false, n as u32);
     }
 }
+
+/// Adds processed per devpath under the lab's interfaces, by source.
+fn adds_by_devpath(j: &Journal, prefix: &str) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for e in &j.events {
+        if e.action == "add" && e.devpath.starts_with(prefix) {
+            out.entry(e.devpath.clone())
+                .or_default()
+                .push(e.source.clone());
+        }
+    }
+    out
+}
+
+/// Waits until the daemon has processed at least `n` events, and returns
+/// while its queue still holds more.
+fn wait_processed(lab: &Lab, n: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let st = status(lab);
+        let done: u64 = st["processed"].parse().unwrap();
+        if done >= n {
+            let pending: u64 = st["pending"].parse().unwrap();
+            assert!(pending > 20, "the queue ran dry too soon: {st:?}");
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{st:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The initramfs stops the daemon mid-coldplug and the real root starts
+/// it again: what was queued but not started is saved, restored first,
+/// and every device ends with exactly one processed add.
+#[test]
+fn exit_mid_coldplug_saves_the_queue_and_the_next_daemon_restores_it() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    // A slow rule on half the interfaces keeps the queue long.
+    write_rules(
+        &lab,
+        "50-slow.rules",
+        "SUBSYSTEM==\"net\", KERNEL==\"qa*\", PROGRAM=\"/bin/sleep 0.05\"\n",
+    );
+    lab.ip_batch(&veth_pairs("q", 120)).unwrap();
+    let all = expected_net_ids(&lab, true);
+    let saved = lab.run().join("uevd/saved-events");
+
+    // The first daemon: control --exit while coldplug events are queued.
+    let first = lab
+        .start_uevd(uevd(), &["--coldplug", "--workers", "2"])
+        .unwrap();
+    wait_processed(&lab, 40);
+    let out = lab.uevd(uevd(), &["control", "--exit"]).unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // Answered once the queue is saved: an initramfs may move /run now.
+    let saved_at_answer = saved.exists();
+    let log1 = first.stop(&lab).unwrap();
+    let j1 = journal(&lab);
+    assert!(saved_at_answer, "nothing saved when exit returned: {log1}");
+    assert!(log1.contains("not started are saved"), "{log1}");
+    assert!(
+        j1.marks.iter().any(|m| m.name == "saved"),
+        "the journal marks the save"
+    );
+    let prefix = "/devices/virtual/net/";
+    let first_adds = adds_by_devpath(&j1, prefix);
+    // A device processed by the first daemon was not saved; one that was
+    // not is in the file, and now goes away before the next daemon runs.
+    let unprocessed: Vec<usize> = (0..120)
+        .filter(|i| !first_adds.contains_key(&format!("{prefix}qa{i}")))
+        .collect();
+    assert!(unprocessed.len() > 10, "{unprocessed:?}");
+    let deleted: Vec<usize> = unprocessed.iter().rev().take(5).copied().collect();
+    lab.ip_batch(
+        &deleted
+            .iter()
+            .map(|i| format!("link del qa{i}"))
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+
+    // The real root's daemon, without a coldplug of its own: only the
+    // restored events complete the work.
+    let second = lab.start_uevd(uevd(), &["--workers", "2"]).unwrap();
+    lab.settle(uevd()).unwrap();
+    assert!(!saved.exists(), "restored once, then gone");
+    let st = status(&lab);
+    let log2 = second.stop(&lab).unwrap();
+    let j2 = journal(&lab);
+    assert_ne!(st["restored"], "0", "{log2}");
+    assert!(j2.marks.iter().any(|m| m.name == "restore-end"), "{log2}");
+    let second_adds = adds_by_devpath(&j2, prefix);
+    assert!(second_adds
+        .values()
+        .all(|sources| sources.iter().all(|s| s == "restored")));
+    // Nothing lost, nothing twice: each interface that existed at the
+    // first coldplug has exactly one processed add over both daemons.
+    for (ifindex, name) in lab.interfaces().unwrap() {
+        let devpath = format!("{prefix}{name}");
+        let n = first_adds.get(&devpath).map_or(0, Vec::len)
+            + second_adds.get(&devpath).map_or(0, Vec::len);
+        assert_eq!(n, 1, "{name} (n{ifindex}): {log1}\n{log2}");
+    }
+    for devpath in first_adds.keys() {
+        assert!(!second_adds.contains_key(devpath), "{devpath} twice");
+    }
+    // The gone interfaces: their saved add, then the removal the kernel
+    // sent while no daemon listened; no record is left.
+    for i in &deleted {
+        let devpath = format!("{prefix}qa{i}");
+        let actions: Vec<&str> = j2
+            .events
+            .iter()
+            .filter(|e| e.devpath == devpath)
+            .map(|e| e.action.as_str())
+            .collect();
+        assert_eq!(actions, ["add", "remove"], "{devpath}");
+    }
+    assert_eq!(net_ids(&lab), expected_net_ids(&lab, true));
+    assert!(net_ids(&lab).len() < all.len());
+
+    // Again with SIGTERM, and a coldplug in the next daemon too: it
+    // leaves the restored devices to the restore, so every device has
+    // one add in the second daemon.
+    std::fs::remove_dir_all(lab.run().join("udev")).unwrap();
+    let third = lab
+        .start_uevd(uevd(), &["--coldplug", "--workers", "2"])
+        .unwrap();
+    wait_processed(&lab, 40);
+    third.signal(rustix::process::Signal::TERM).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while lab.run().join("uevd/control").exists() {
+        assert!(std::time::Instant::now() < deadline, "still running");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let log3 = third.stop(&lab).unwrap();
+    assert!(saved.exists(), "{log3}");
+    let fourth = lab
+        .start_uevd(uevd(), &["--coldplug", "--workers", "2"])
+        .unwrap();
+    lab.settle(uevd()).unwrap();
+    let log4 = fourth.stop(&lab).unwrap();
+    let j4 = journal(&lab);
+    let adds = adds_by_devpath(&j4, prefix);
+    let interfaces = lab.interfaces().unwrap();
+    for (_, name) in &interfaces {
+        let sources = adds.get(&format!("{prefix}{name}"));
+        assert_eq!(sources.map_or(0, Vec::len), 1, "{name}: {sources:?} {log4}");
+    }
+    assert!(adds.values().flatten().any(|s| s == "restored"), "{log4}");
+    assert!(adds.values().flatten().any(|s| s == "coldplug"), "{log4}");
+    assert_eq!(net_ids(&lab), expected_net_ids(&lab, true));
+}
+
+/// A monitor whose tiny socket overflows while it is stopped gets what
+/// it missed from the daemon: every processed event is printed exactly
+/// once, in order, the missed ones marked REPLAY.
+#[test]
+fn an_overflowed_monitor_replays_what_it_missed_exactly_once_in_order() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    let out_path = lab.root().join("monitor.out");
+    let err_path = lab.root().join("monitor.err");
+    let mut monitor = lab
+        .command(uevd())
+        .args(lab.uevd_roots())
+        .args(["monitor", "--udev", "--property", "--buffer-size", "4096"])
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let read = || std::fs::read_to_string(&out_path).unwrap_or_default();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !read().ends_with("\n\n") {
+        assert!(std::time::Instant::now() < deadline, "no header");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // One event seen, so the monitor knows where it is.
+    lab.ip_batch(&veth_pairs("w", 1)).unwrap();
+    lab.settle(uevd()).unwrap();
+    while !read().contains("UEVD_SEQ=") {
+        assert!(std::time::Instant::now() < deadline, "{}", read());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = rustix::process::Pid::from_raw(monitor.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).unwrap();
+    lab.ip_batch(&veth_pairs("x", 60)).unwrap();
+    lab.settle(uevd()).unwrap();
+    let processed: u64 = status(&lab)["processed"].parse().unwrap();
+    assert!(processed > 300, "{processed}");
+    rustix::process::kill_process(pid, rustix::process::Signal::CONT).unwrap();
+    let want = format!("UEVD_SEQ={processed}\n");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !read().contains(&want) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}\n{}",
+            read(),
+            std::fs::read_to_string(&err_path).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Anything late would follow at once.
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = monitor.kill();
+    let _ = monitor.wait();
+    // The same request from the command line.
+    let since = (processed - 5).to_string();
+    let out = lab
+        .uevd(uevd(), &["control", "--replay-since", &since])
+        .unwrap();
+    let replayed_text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        replayed_text.matches("REPLAY[").count(),
+        5,
+        "{replayed_text}"
+    );
+    assert!(replayed_text.contains(&want), "{replayed_text}");
+    daemon.stop(&lab).unwrap();
+    let text = read();
+    let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let mut seqs = Vec::new();
+    let mut replayed = 0;
+    for block in text.split("\n\n").filter(|b| b.contains("UEVD_SEQ=")) {
+        let head = block.lines().next().unwrap();
+        if head.starts_with("REPLAY[") {
+            replayed += 1;
+        } else {
+            assert!(head.starts_with("UDEV  ["), "{head}");
+        }
+        let seq: u64 = block
+            .lines()
+            .find_map(|l| l.strip_prefix("UEVD_SEQ="))
+            .unwrap()
+            .parse()
+            .unwrap();
+        seqs.push(seq);
+    }
+    assert!(err.contains("receive buffer overrun"), "{err}");
+    assert!(replayed > 100, "{replayed} replayed: {err}");
+    let first = seqs[0];
+    assert_eq!(
+        seqs,
+        (first..=processed).collect::<Vec<_>>(),
+        "every event once, in order: {err}"
+    );
+}
+
+/// A rescan after lost events while restored events still wait leaves
+/// their devices to them: no device is added twice.
+#[test]
+fn a_rescan_while_restored_events_wait_does_not_add_their_devices_again() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    write_rules(
+        &lab,
+        "50-slow.rules",
+        "SUBSYSTEM==\"net\", KERNEL==\"g*\", PROGRAM=\"/bin/sleep 0.05\"\n",
+    );
+    let first = lab.start_uevd(uevd(), &[]).unwrap();
+    let out = lab.uevd(uevd(), &["control", "--stop-exec-queue"]).unwrap();
+    assert!(out.status.success());
+    lab.ip_batch(&veth_pairs("g", 20)).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while status(&lab)["pending"].parse::<u32>().unwrap() < 40 {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    first.stop(&lab).unwrap();
+    assert!(lab.run().join("uevd/saved-events").exists());
+
+    let second = lab
+        .start_uevd(uevd(), &["--receive-buffer", "1", "--workers", "1"])
+        .unwrap();
+    second.signal(rustix::process::Signal::STOP).unwrap();
+    lab.ip_batch(&veth_pairs("f", 100)).unwrap();
+    second.signal(rustix::process::Signal::CONT).unwrap();
+    lab.settle(uevd()).unwrap();
+    let st = status(&lab);
+    let log = second.stop(&lab).unwrap();
+    assert_ne!(st["overflows"], "0", "{log}");
+    let j = journal(&lab);
+    let rescan_end = j.marks.iter().find(|m| m.name == "rescan-end").unwrap();
+    let adds = adds_by_devpath(&j, "/devices/virtual/net/g");
+    let interfaces = adds.keys().filter(|p| !p.contains("/queues/")).count();
+    assert_eq!(interfaces, 40, "{adds:?}");
+    for (devpath, sources) in &adds {
+        assert_eq!(sources, &["restored"], "{devpath}: {log}");
+    }
+    // The rescan came while the restored events still waited.
+    let last_restored = j
+        .events
+        .iter()
+        .filter(|e| e.source == "restored")
+        .map(|e| e.finished)
+        .max()
+        .unwrap();
+    assert!(rescan_end.at < last_restored, "{log}");
+    assert_eq!(net_ids(&lab), expected_net_ids(&lab, true), "{log}");
+}

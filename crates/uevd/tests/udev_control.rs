@@ -244,3 +244,66 @@ fn started_as_systemd_udevd_the_way_initramfs_tools_does() {
     );
     assert!(!lab.run().join("uevd/control").exists());
 }
+
+/// What initramfs-tools does at the switch to the real root: `udevadm
+/// control --exit` with events still queued (held back here by a stopped
+/// exec queue, so that none can start). They are saved, not processed,
+/// and the next daemon processes each exactly once.
+#[test]
+fn udevadm_252_exit_with_queued_events_hands_them_to_the_next_daemon() {
+    let _s = serial();
+    let Some(adm) = udevadm_252() else { return };
+    let lab = Lab::new().unwrap();
+    let journal =
+        || uevd_timeline::read::Journal::load(&lab.run().join("uevd/timeline.jsonl")).unwrap();
+    let net_adds = |j: &uevd_timeline::read::Journal| {
+        let mut adds: Vec<String> = j
+            .events
+            .iter()
+            .filter(|e| e.subsystem == "net" && e.action == "add")
+            .map(|e| format!("{} {}", e.devpath, e.source))
+            .collect();
+        adds.sort();
+        adds
+    };
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    ok(
+        udevadm(&lab, &adm, &["control", "--stop-exec-queue"]),
+        "control --stop-exec-queue",
+    );
+    lab.ip_batch(&veth_pairs("h", 10)).unwrap();
+    // Queued, not started.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let st = lab.status(uevd()).unwrap();
+        let pending = st.iter().find(|(k, _)| k == "pending").unwrap();
+        if pending.1.parse::<u32>().unwrap() >= 20 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{st:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ok(
+        udevadm(&lab, &adm, &["control", "--exit"]),
+        "control --exit",
+    );
+    // udevadm 252 does not wait for an exit to be done (udevd may hang
+    // up first); `uevd control --exit` does.
+    wait_gone(&lab.run().join("uevd/control"));
+    let log = daemon.stop(&lab).unwrap();
+    assert!(lab.run().join("uevd/saved-events").exists(), "{log}");
+    assert_eq!(net_adds(&journal()), Vec::<String>::new(), "{log}");
+
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    lab.settle(uevd()).unwrap();
+    let log = daemon.stop(&lab).unwrap();
+    let mut want: Vec<String> = (0..10)
+        .flat_map(|i| [format!("ha{i}"), format!("hb{i}")])
+        .map(|n| format!("/devices/virtual/net/{n} restored"))
+        .collect();
+    want.sort();
+    assert_eq!(net_adds(&journal()), want, "{log}");
+    assert!(!lab.run().join("uevd/saved-events").exists());
+    let nets = lab.db_ids().iter().filter(|i| i.starts_with('n')).count();
+    assert_eq!(nets, 20, "{:?}", lab.db_ids());
+}

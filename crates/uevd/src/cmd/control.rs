@@ -12,7 +12,8 @@ pub struct Options {
     /// Drop cached rules and configuration.
     #[arg(short = 'R', long)]
     reload: bool,
-    /// Finish queued events, then stop.
+    /// Stop: running events finish, those not started are saved for the
+    /// next daemon; answered once that is done.
     #[arg(short = 'e', long)]
     exit: bool,
     /// Change the daemon's log level.
@@ -36,6 +37,11 @@ pub struct Options {
     /// Give every event from now on this property (KEY= removes it).
     #[arg(short = 'p', long, value_name = "KEY=VALUE")]
     property: Vec<String>,
+    /// Print the processed events announced after number SEQ (their
+    /// UEVD_SEQ) that the daemon still holds, as `monitor --property`
+    /// prints them, labelled REPLAY; says on stderr how many are gone.
+    #[arg(long, value_name = "SEQ")]
+    replay_since: Option<u64>,
     /// Seconds to wait for each answer.
     #[arg(short = 't', long, value_name = "SECONDS", default_value_t = 30.0)]
     timeout: f64,
@@ -76,7 +82,7 @@ fn requests(o: &Options) -> Result<Vec<Request>, String> {
     if o.exit {
         out.push(Request::Exit);
     }
-    if out.is_empty() {
+    if out.is_empty() && o.replay_since.is_none() {
         return Err("nothing asked: give a request such as --ping or --reload".to_string());
     }
     Ok(out)
@@ -121,6 +127,25 @@ pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
             Reply::Error(e) => {
                 log::error!("{request}: {e}");
                 return Ok(ExitCode::from(1));
+            }
+        }
+    }
+    if let Some(since) = o.replay_since {
+        let r =
+            uevd_control::replay(&path, since, timeout).map_err(|e| explain(&path, e, timeout))?;
+        if r.gone > 0 {
+            log::warn!("{} events after {since} are no longer held", r.gone);
+        }
+        let stdout = io::stdout();
+        let mut out = stdout.lock();
+        for m in &r.messages {
+            match uevd_uevent::monitor::decode(m) {
+                Ok(ev) => {
+                    if super::monitor::print(&mut out, "REPLAY", &ev, true).is_err() {
+                        break;
+                    }
+                }
+                Err(e) => log::warn!("a replayed event is malformed: {e}"),
             }
         }
     }

@@ -49,6 +49,10 @@ pub struct Options {
     /// Do not announce processed events to libudev clients (netlink group 2).
     #[arg(long)]
     no_broadcast: bool,
+    /// Processed events kept for monitor clients that fell behind
+    /// (`uevd monitor` asks for them); 0 keeps none.
+    #[arg(long, default_value_t = uevd_daemon::DEFAULT_REPLAY_EVENTS, value_name = "N")]
+    replay_events: usize,
     /// Seconds a rule program (PROGRAM, IMPORT{program}, RUN) may run
     /// before it is killed.
     #[arg(long, value_name = "SECONDS")]
@@ -92,5 +96,6 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
         config.log_level = level;
     }
     config.broadcast = !opts.no_broadcast;
+    config.replay_events = opts.replay_events;
     uevd_daemon::run(config).map(|()| ExitCode::SUCCESS)
 }

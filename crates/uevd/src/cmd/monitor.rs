@@ -1,10 +1,19 @@
 //! `uevd monitor`: print kernel events and processed events as they come,
 //! in the shape `udevadm monitor` prints them.
+//!
+//! Processed events are numbered (`UEVD_SEQ`). When the socket overflows
+//! (ENOBUFS) or the numbers jump, the monitor asks the daemon for what it
+//! missed (`replay` on the control socket) and prints those events, in
+//! order, labelled `REPLAY`; copies that still arrive on the socket are
+//! not printed twice.
 
+use crate::Roots;
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::io::Errno;
 use std::io::{self, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 use uevd_glob::Pattern;
 use uevd_netlink::{Received, UeventSocket};
 use uevd_uevent::Uevent;
@@ -33,6 +42,138 @@ pub struct Options {
     /// Stop after this many events.
     #[arg(long, value_name = "N")]
     count: Option<u64>,
+    /// Receive buffer of each socket, in bytes (the kernel's minimum is a
+    /// few KiB).
+    #[arg(long, default_value_t = 16 << 20, value_name = "BYTES")]
+    buffer_size: usize,
+}
+
+/// Recovers processed events the socket dropped, from the daemon's ring.
+struct Catchup {
+    control: PathBuf,
+    /// The number of the newest processed event printed, or the newest
+    /// the daemon had announced when the monitor started; `None` when
+    /// the daemon cannot be asked (not running, or not ours to ask).
+    last: Option<u64>,
+    /// Numbers a replay printed, which may still arrive on the socket:
+    /// `(after, through]`.
+    printed: Option<(u64, u64)>,
+}
+
+/// What to do with a processed event that arrived on the socket.
+enum Verdict {
+    Print,
+    /// Printed already, by a replay.
+    Skip,
+    /// Events before it were missed: replay from this number on.
+    Gap(u64),
+}
+
+impl Catchup {
+    fn new(control: PathBuf) -> Catchup {
+        let last = uevd_control::replay(&control, u64::MAX, Duration::from_secs(5))
+            .map(|r| r.last)
+            .ok();
+        Catchup {
+            control,
+            last,
+            printed: None,
+        }
+    }
+
+    fn judge(&mut self, seq: Option<u64>) -> Verdict {
+        let (Some(s), Some(last)) = (seq, self.last) else {
+            if seq.is_some() {
+                self.last = seq;
+            }
+            return Verdict::Print;
+        };
+        if let Some((after, through)) = self.printed {
+            if s > after && s <= through {
+                return Verdict::Skip;
+            }
+            if s > through {
+                self.printed = None;
+            }
+        }
+        if s > last.saturating_add(1) {
+            return Verdict::Gap(last);
+        }
+        // The next one; or one announced before the monitor asked where
+        // the daemon was, or a new daemon counting from 1.
+        self.last = Some(s);
+        Verdict::Print
+    }
+
+    /// Whether an event that showed a gap is still to be printed once the
+    /// replay is done (it is not when the replay brought it).
+    fn after_replay(&mut self, seq: Option<u64>) -> bool {
+        match (seq, self.printed) {
+            (Some(s), Some((after, through))) if s > after && s <= through => false,
+            _ => {
+                if seq.is_some() {
+                    self.last = seq;
+                }
+                true
+            }
+        }
+    }
+
+    /// Asks for everything after `after`; returns the events to print,
+    /// oldest first, or None when the daemon cannot be asked.
+    fn replay(&mut self, after: u64) -> Option<Vec<Uevent>> {
+        let r = match uevd_control::replay(&self.control, after, Duration::from_secs(10)) {
+            Ok(r) => r,
+            Err(e) => {
+                log::warn!(
+                    "cannot ask for the missed events ({}): {e}",
+                    self.control.display()
+                );
+                return None;
+            }
+        };
+        if r.gone > 0 {
+            log::warn!(
+                "{} processed events were missed and are no longer held by the daemon; rescan to learn their devices' state",
+                r.gone
+            );
+        }
+        let mut out = Vec::with_capacity(r.messages.len());
+        for m in &r.messages {
+            match uevd_uevent::monitor::decode(m) {
+                Ok(ev) => {
+                    let Some(s) = seq_of(&ev) else { continue };
+                    if s > after {
+                        out.push(ev);
+                    }
+                }
+                Err(e) => log::warn!("a replayed event is malformed: {e}"),
+            }
+        }
+        let first = out.first().and_then(seq_of);
+        let newest = out.last().and_then(seq_of);
+        if let (Some(first), Some(newest)) = (first, newest) {
+            self.printed = Some((first - 1, newest));
+            self.last = Some(newest);
+        } else if r.gone > 0 {
+            self.last = Some(r.last);
+        }
+        Some(out)
+    }
+}
+
+/// Prints the events the daemon replays after `after`; false once done.
+fn replay(catchup: &mut Catchup, after: u64, show: &mut dyn FnMut(&str, &Uevent) -> bool) -> bool {
+    for ev in catchup.replay(after).unwrap_or_default() {
+        if !show("REPLAY", &ev) {
+            return false;
+        }
+    }
+    true
+}
+
+fn seq_of(ev: &Uevent) -> Option<u64> {
+    std::str::from_utf8(ev.get(b"UEVD_SEQ")?).ok()?.parse().ok()
 }
 
 struct Filter {
@@ -64,7 +205,12 @@ fn timestamp() -> String {
     format!("{}.{:06}", t.tv_sec, t.tv_nsec / 1000)
 }
 
-fn print(out: &mut impl Write, source: &str, ev: &Uevent, properties: bool) -> io::Result<()> {
+pub(crate) fn print(
+    out: &mut impl Write,
+    source: &str,
+    ev: &Uevent,
+    properties: bool,
+) -> io::Result<()> {
     writeln!(
         out,
         "{source:<6}[{}] {:<8} {} ({})",
@@ -87,7 +233,7 @@ fn print(out: &mut impl Write, source: &str, ev: &Uevent, properties: bool) -> i
     out.flush()
 }
 
-pub fn run(o: Options) -> io::Result<ExitCode> {
+pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
     let (want_kernel, want_udev) = if !o.kernel && !o.udev {
         (true, true)
     } else {
@@ -107,17 +253,20 @@ pub fn run(o: Options) -> io::Result<ExitCode> {
             .collect(),
         tags: o.tag_match.iter().map(|t| t.as_bytes().to_vec()).collect(),
     };
-    const BUF: usize = 16 << 20;
+    let buf = o.buffer_size;
     let mut kernel = if want_kernel {
-        Some(UeventSocket::kernel(BUF)?)
+        Some(UeventSocket::kernel(buf)?)
     } else {
         None
     };
     let mut udev = if want_udev {
-        Some(UeventSocket::udev_monitor(BUF)?)
+        Some(UeventSocket::udev_monitor(buf)?)
     } else {
         None
     };
+    // Where the daemon was, asked once the socket listens: from there on
+    // nothing it announces is missed.
+    let mut catchup = want_udev.then(|| Catchup::new(roots.control()));
     println!("monitor will print the received events for:");
     if want_udev {
         println!("UDEV - the event which uevd sends out after rule processing");
@@ -144,26 +293,94 @@ pub fn run(o: Options) -> io::Result<ExitCode> {
         drop(fds);
         for (sock, label) in [(&mut kernel, "KERNEL"), (&mut udev, "UDEV")] {
             let Some(sock) = sock else { continue };
+            let kernel_side = label == "KERNEL";
+            // Prints what passes the filter; false once done.
+            let mut show = |source: &str, ev: &Uevent| -> bool {
+                if !filter.accepts(ev, kernel_side) {
+                    return true;
+                }
+                if print(&mut out, source, ev, o.property).is_err() {
+                    return false;
+                }
+                seen += 1;
+                o.count.is_none_or(|c| seen < c)
+            };
             loop {
                 match sock.recv()? {
                     Received::Event(ev) => {
-                        if filter.accepts(&ev, label == "KERNEL") {
-                            if print(&mut out, label, &ev, o.property).is_err() {
-                                return Ok(ExitCode::SUCCESS);
+                        let verdict = match (&mut catchup, kernel_side) {
+                            (Some(c), false) => c.judge(seq_of(&ev)),
+                            _ => Verdict::Print,
+                        };
+                        match verdict {
+                            Verdict::Skip => continue,
+                            Verdict::Gap(after) => {
+                                let c = catchup.as_mut().expect("judged by it");
+                                if !replay(c, after, &mut show) {
+                                    return Ok(ExitCode::SUCCESS);
+                                }
+                                // The replay may have brought this one too.
+                                if !c.after_replay(seq_of(&ev)) {
+                                    continue;
+                                }
                             }
-                            seen += 1;
-                            if o.count.is_some_and(|c| seen >= c) {
-                                return Ok(ExitCode::SUCCESS);
-                            }
+                            Verdict::Print => {}
+                        }
+                        if !show(label, &ev) {
+                            return Ok(ExitCode::SUCCESS);
                         }
                     }
                     Received::Rejected(why) => log::warn!("dropped a {label} message: {why}"),
-                    Received::Overflow => {
-                        log::warn!("{label} events were lost (receive buffer overrun)")
-                    }
+                    Received::Overflow => match (&mut catchup, kernel_side) {
+                        (Some(c), false) if c.last.is_some() => {
+                            let after = c.last.unwrap_or(0);
+                            log::warn!("{label} events were lost (receive buffer overrun); asking uevd for them");
+                            if !replay(c, after, &mut show) {
+                                return Ok(ExitCode::SUCCESS);
+                            }
+                        }
+                        _ => log::warn!("{label} events were lost (receive buffer overrun)"),
+                    },
                     Received::WouldBlock => break,
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_tell_what_to_print_skip_or_replay() {
+        let mut c = Catchup {
+            control: PathBuf::from("/nonexistent/control"),
+            last: Some(10),
+            printed: None,
+        };
+        assert!(matches!(c.judge(Some(11)), Verdict::Print));
+        assert!(matches!(c.judge(Some(14)), Verdict::Gap(11)));
+        // A replay printed 12..=15; copies on the socket are skipped.
+        c.printed = Some((11, 15));
+        c.last = Some(15);
+        assert!(!c.after_replay(Some(14)));
+        assert!(matches!(c.judge(Some(12)), Verdict::Skip));
+        assert!(matches!(c.judge(Some(15)), Verdict::Skip));
+        assert!(matches!(c.judge(Some(16)), Verdict::Print));
+        assert_eq!(c.printed, None);
+        // A new daemon counts from 1 again.
+        assert!(matches!(c.judge(Some(1)), Verdict::Print));
+        assert!(matches!(c.judge(Some(2)), Verdict::Print));
+        // Events without a number (another manager) are printed.
+        assert!(matches!(c.judge(None), Verdict::Print));
+        // Nobody to ask: everything is printed.
+        let mut blind = Catchup {
+            control: PathBuf::from("/nonexistent/control"),
+            last: None,
+            printed: None,
+        };
+        assert!(matches!(blind.judge(Some(7)), Verdict::Print));
+        assert_eq!(blind.last, Some(7));
     }
 }
