@@ -14,15 +14,34 @@
 //! determined by the patterns it holds), which is what makes the order of
 //! the properties a look-up returns the same.
 
-use super::trie::{CHILD_SIZE, HEADER_SIZE, NODE_SIZE, SIGNATURE, VALUE_V2_SIZE};
+use super::trie::{CHILD_SIZE, HEADER_SIZE, NODE_SIZE, SIGNATURE, VALUE_V1_SIZE, VALUE_V2_SIZE};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// systemd's `LONG_LINE_MAX`: a longer line ends the reading of its file.
-const LONG_LINE_MAX: usize = 1024 * 1024;
+pub(crate) const LONG_LINE_MAX: usize = 1024 * 1024;
 
 /// The version stamped into databases compiled here.
 const TOOL_VERSION: u64 = 252;
+
+const NO_PROPERTIES: &str = "property expected; record without properties ignored";
+
+/// A line longer than systemd reads: the rest of its file is not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineTooLong {
+    /// Its number, 1-based.
+    pub line: u32,
+}
+
+impl std::fmt::Display for LineTooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "line {} is longer than {LONG_LINE_MAX} bytes; the rest of the file is ignored",
+            self.line
+        )
+    }
+}
 
 /// Interned strings: each distinct byte string once.
 #[derive(Default)]
@@ -148,6 +167,20 @@ impl Builder {
 
     /// Reads one source file's text, as systemd's `import_file()`.
     pub fn add_file(&mut self, name: &[u8], text: &[u8], priority: u16) {
+        let _ = self.import(name, text, priority, &mut |_, _| {});
+    }
+
+    /// Reads one source file's text, as systemd's `import_file()`, telling
+    /// `warn` of each line it ignores (line number, what was wrong). An
+    /// over-long line ends the file and is an error: what `--strict` fails
+    /// on, with files that cannot be read.
+    pub fn import(
+        &mut self,
+        name: &[u8],
+        text: &[u8],
+        priority: u16,
+        warn: &mut dyn FnMut(u32, String),
+    ) -> Result<(), LineTooLong> {
         #[derive(PartialEq)]
         enum State {
             None,
@@ -159,9 +192,14 @@ impl Builder {
         let mut matches: Vec<Vec<u8>> = Vec::new();
         let mut lines = Lines { text, pos: 0 };
         let mut number = 0u32;
+        let show = |l: &[u8]| String::from_utf8_lossy(l).into_owned();
+        let mut result = Ok(());
         while let Some(line) = lines.next() {
             let Some(line) = line else {
                 // Over-long line: systemd gives up on the rest of the file.
+                result = Err(LineTooLong {
+                    line: number.wrapping_add(1),
+                });
                 break;
             };
             number = number.wrapping_add(1);
@@ -180,7 +218,17 @@ impl Builder {
             }
             match state {
                 State::None => {
-                    if line.is_empty() || line[0] == b' ' {
+                    if line.is_empty() {
+                        continue;
+                    }
+                    if line[0] == b' ' {
+                        warn(
+                            number,
+                            format!(
+                                "match expected, not the indented property \"{}\"; line ignored",
+                                show(line)
+                            ),
+                        );
                         continue;
                     }
                     state = State::Match;
@@ -188,25 +236,40 @@ impl Builder {
                 }
                 State::Match => {
                     if line.is_empty() {
+                        warn(number, NO_PROPERTIES.to_string());
                         state = State::None;
                         matches.clear();
                     } else if line[0] != b' ' {
                         matches.push(line.to_vec());
                     } else {
                         state = State::Data;
-                        self.add_data(&matches, line, file, priority, number);
+                        self.add_data(&matches, line, file, priority, number, warn);
                     }
                 }
                 State::Data => {
-                    if line.is_empty() || line[0] != b' ' {
+                    if line.is_empty() {
+                        state = State::None;
+                        matches.clear();
+                    } else if line[0] != b' ' {
+                        warn(
+                            number,
+                            format!(
+                                "property or empty line expected, not \"{}\"; record ignored",
+                                show(line)
+                            ),
+                        );
                         state = State::None;
                         matches.clear();
                     } else {
-                        self.add_data(&matches, line, file, priority, number);
+                        self.add_data(&matches, line, file, priority, number, warn);
                     }
                 }
             }
         }
+        if state == State::Match && result.is_ok() {
+            warn(number, NO_PROPERTIES.to_string());
+        }
+        result
     }
 
     /// One ` KEY=VALUE` line for every match of its record.
@@ -217,8 +280,16 @@ impl Builder {
         file: u32,
         priority: u16,
         number: u32,
+        warn: &mut dyn FnMut(u32, String),
     ) {
         let Some(eq) = line.iter().position(|&c| c == b'=') else {
+            warn(
+                number,
+                format!(
+                    "KEY=VALUE expected, not \"{}\"; ignored",
+                    String::from_utf8_lossy(line)
+                ),
+            );
             return;
         };
         let (mut key, value) = (&line[..eq], &line[eq + 1..]);
@@ -227,6 +298,14 @@ impl Builder {
             key = &key[1..];
         }
         if key.len() <= 1 {
+            warn(
+                number,
+                format!(
+                    "empty key in \"{}={}\"; ignored",
+                    String::from_utf8_lossy(key),
+                    String::from_utf8_lossy(value)
+                ),
+            );
             return;
         }
         let v = Value {
@@ -241,9 +320,27 @@ impl Builder {
         }
     }
 
-    /// The database in systemd's format (version 2 entries).
+    /// The database in systemd's format (version 2 entries: each value
+    /// with its file, line and file priority), as `systemd-hwdb update`
+    /// writes it.
     pub fn finish(self) -> Vec<u8> {
+        self.write(true)
+    }
+
+    /// The database with version 1 entries (key and value only), as
+    /// `udevadm hwdb --update` writes it: readers then let the value found
+    /// last in the trie win, not the one from the latest file.
+    pub fn finish_compat(self) -> Vec<u8> {
+        self.write(false)
+    }
+
+    fn write(self, origins: bool) -> Vec<u8> {
         let Builder { nodes, strings } = self;
+        let value_size = if origins {
+            VALUE_V2_SIZE
+        } else {
+            VALUE_V1_SIZE
+        };
 
         let mut offsets: Vec<u64> = vec![0; nodes.len()];
         let nodes_len: u64 = nodes
@@ -251,7 +348,7 @@ impl Builder {
             .map(|n| {
                 NODE_SIZE
                     + n.children.len() as u64 * CHILD_SIZE
-                    + n.values.len() as u64 * VALUE_V2_SIZE
+                    + n.values.len() as u64 * value_size
             })
             .sum();
         let strings_off = HEADER_SIZE + nodes_len;
@@ -298,6 +395,9 @@ impl Builder {
             for v in &n.values {
                 out.extend_from_slice(&string(strings.get(v.key)).to_le_bytes());
                 out.extend_from_slice(&string(strings.get(v.value)).to_le_bytes());
+                if !origins {
+                    continue;
+                }
                 out.extend_from_slice(&string(strings.get(v.file)).to_le_bytes());
                 out.extend_from_slice(&v.line.to_le_bytes());
                 out.extend_from_slice(&v.priority.to_le_bytes());
@@ -313,7 +413,7 @@ impl Builder {
             HEADER_SIZE,
             NODE_SIZE,
             CHILD_SIZE,
-            VALUE_V2_SIZE,
+            value_size,
             offsets[0],
             nodes_len,
             sbuf.len() as u64,

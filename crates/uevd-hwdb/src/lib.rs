@@ -1,5 +1,6 @@
 //! systemd's hardware database: reading the compiled `hwdb.bin` trie,
-//! compiling `hwdb.d` sources with systemd-hwdb's rules, and a database
+//! compiling `hwdb.d` sources with systemd-hwdb's rules (and writing the
+//! result, as `systemd-hwdb update` does: [`update`]), and a database
 //! shared by every caller for look-ups by modalias.
 //!
 //! A crate of its own because the database is a file format and a cache
@@ -14,8 +15,9 @@
 
 mod compile;
 mod trie;
+pub mod update;
 
-pub use compile::{compile_files, compile_texts, source_files, Builder};
+pub use compile::{compile_files, compile_texts, source_files, Builder, LineTooLong};
 pub use trie::{FormatError, Pairs, Trie};
 pub use uevd_glob::fnmatch::fnmatch;
 

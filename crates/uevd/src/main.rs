@@ -117,6 +117,9 @@ enum Command {
     Blame(blame::Options),
     /// Load or remove kernel modules as kmod's modprobe does, in-process.
     Modprobe(modprobe::Options),
+    /// Compile the hardware database (hwdb.d sources into hwdb.bin), or
+    /// print what it gives a modalias.
+    Hwdb(hwdb::Options),
     /// The udev version uevd stands in for, as udevadm --version prints it.
     #[command(name = "udev-version", hide = true)]
     UdevVersion,
@@ -161,6 +164,7 @@ fn main() -> ExitCode {
         Command::Stats(o) => stats::run(o),
         Command::Blame(o) => blame::run(o),
         Command::Modprobe(o) => modprobe::run(o),
+        Command::Hwdb(o) => hwdb::run(o),
         Command::UdevVersion => {
             println!("{}", udevadm::UDEV_VERSION);
             Ok(ExitCode::SUCCESS)

@@ -233,7 +233,7 @@ pub fn translate(argv: &[OsString]) -> Result<Vec<OsString>, String> {
     };
     match command.as_str() {
         "info" | "trigger" | "settle" | "control" | "monitor" | "test" | "test-builtin"
-        | "verify" | "cat" | "wait" | "lock" => {
+        | "verify" | "cat" | "wait" | "lock" | "hwdb" => {
             if let Some(out) = common(rest) {
                 if out[1] == "--help" {
                     let sub = if command == "test-builtin" {
@@ -262,9 +262,7 @@ pub fn translate(argv: &[OsString]) -> Result<Vec<OsString>, String> {
         "lock" => lock(rest),
         "version" => Ok(vec!["uevd".into(), COMPAT_VERSION.into()]),
         "help" => Ok(vec!["uevd".into(), "--help".into()]),
-        "hwdb" => Err(format!(
-            "udevadm {command}: uevd has no equivalent of this command"
-        )),
+        "hwdb" => hwdb(rest),
         _ => Err(format!("udevadm: unknown command '{command}'")),
     }
 }
@@ -615,6 +613,51 @@ fn cat(args: &[OsString]) -> Result<Vec<OsString>, String> {
     Ok(out.0)
 }
 
+const HWDB: &[Spec] = &[
+    opt(Some(b'u'), &["update"], N, "update"),
+    opt(None, &["usr"], N, "usr"),
+    opt(Some(b's'), &["strict"], N, "strict"),
+    opt(Some(b't'), &["test"], V, "test"),
+    opt(Some(b'r'), &["root"], V, "root"),
+];
+
+/// `udevadm hwdb [--update [--usr] [--strict]] [--test=MODALIAS]
+/// [--root=DIR]` as `uevd hwdb`, the database written with version 1
+/// entries as udevadm writes it. Operands are ignored, as udevadm ignores
+/// them; --usr and --strict only mean something with --update.
+fn hwdb(args: &[OsString]) -> Result<Vec<OsString>, String> {
+    let items = getopt("udevadm hwdb", HWDB, args)?;
+    let asked = |id: &str| {
+        items
+            .iter()
+            .any(|it| matches!(it, Item::Opt(i, _) if *i == id))
+    };
+    let update = asked("update");
+    if !update && !asked("test") {
+        return Err("udevadm hwdb: either --update or --test must be used".into());
+    }
+    let mut out = Out::command("hwdb");
+    if update {
+        out.arg("--compat");
+    }
+    // Each once, the last value winning, as udevadm keeps them.
+    for id in ["update", "usr", "strict", "test", "root"] {
+        if matches!(id, "usr" | "strict") && !update {
+            continue;
+        }
+        let last = items.iter().rev().find_map(|it| match it {
+            Item::Opt(i, v) if *i == id => Some(v),
+            _ => None,
+        });
+        match last {
+            Some(Some(v)) => out.with(id, v),
+            Some(None) => out.arg(&format!("--{id}")),
+            None => {}
+        }
+    }
+    Ok(out.0)
+}
+
 const WAIT: &[Spec] = &[
     opt(Some(b't'), &["timeout"], V, "timeout"),
     opt(None, &["initialized"], V, "initialized"),
@@ -743,6 +786,25 @@ mod tests {
     }
 
     #[test]
+    fn hwdb() {
+        assert_eq!(ok("udevadm hwdb --update"), "uevd hwdb --compat --update");
+        assert_eq!(
+            ok("udevadm hwdb -us --usr -r /img -u"),
+            "uevd hwdb --compat --update --usr --strict --root=/img"
+        );
+        assert_eq!(
+            ok("udevadm hwdb -t usb:v1 --test=usb:v2 --strict --usr extra"),
+            "uevd hwdb --test=usb:v2"
+        );
+        assert_eq!(
+            ok("udevadm hwdb --upd -tdmi:bvn"),
+            "uevd hwdb --compat --update --test=dmi:bvn"
+        );
+        assert!(err("udevadm hwdb --root=/x").contains("--update or --test"));
+        assert!(err("udevadm hwdb --bogus").contains("unrecognized"));
+    }
+
+    #[test]
     fn global_options_and_commands() {
         assert_eq!(ok("udevadm"), "uevd --help");
         assert_eq!(ok("udevadm --version"), "uevd udev-version");
@@ -753,7 +815,7 @@ mod tests {
         assert_eq!(ok("udevadm trigger --help"), "uevd trigger --help");
         assert_eq!(ok("udevadm test-builtin -h"), "uevd builtin --help");
         assert_eq!(ok("udevadm info -V"), "uevd udev-version");
-        assert!(err("udevadm hwdb --update").contains("no equivalent"));
+        assert_eq!(ok("udevadm hwdb -h"), "uevd hwdb --help");
         assert!(err("udevadm frobnicate").contains("unknown command"));
         assert!(err("udevadm --bogus info").contains("unrecognized"));
     }

@@ -7,6 +7,7 @@ pub mod cat;
 pub mod control;
 pub mod daemon;
 pub mod graph;
+pub mod hwdb;
 pub mod info;
 pub mod lock;
 pub mod modprobe;
