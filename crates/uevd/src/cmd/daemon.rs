@@ -26,7 +26,7 @@ pub struct Options {
     /// Process every existing device at start, as boot needs.
     #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "read", value_name = "HOW")]
     coldplug: Option<Coldplug>,
-    /// Worker threads (default: 8 plus 2 per CPU, at most 64, as udevd).
+    /// Worker threads (default: 2 per CPU, at least 4).
     #[arg(long, alias = "children-max", value_name = "N")]
     workers: Option<usize>,
     /// Netlink receive buffer in bytes.
