@@ -128,6 +128,7 @@ fn builtin_runs_on_several_devices_in_one_process() {
         .output()
         .unwrap();
     assert!(one.stdout.is_empty(), "no header for a single device");
+}
 
 /// `udevadm verify` (uevd run under that name) checks the rules below
 /// `--root`, reports style issues and fails on them unless `--no-style`.
