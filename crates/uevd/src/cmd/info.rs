@@ -640,30 +640,18 @@ fn selection(ctx: &Ctx, o: &Options) -> io::Result<Select> {
     for p in &o.parent_match {
         parent.push(ctx.find(p, Hint::Sys)?);
     }
-    let property = o
-        .property_match
-        .iter()
-        .map(|s| select::property_test(s))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    Ok(Select {
-        subsystem: select::patterns(&o.subsystem_match),
-        subsystem_not: select::patterns(&o.subsystem_nomatch),
-        sysname: select::patterns(&o.sysname_match),
-        attr: select::attr_tests(&o.attr_match),
-        attr_not: select::attr_tests(&o.attr_nomatch),
-        property,
-        property_all: true,
-        tag: o.tag_match.iter().map(|t| t.as_bytes().to_vec()).collect(),
-        parent,
-        initialized: if o.initialized_match {
-            Some(true)
-        } else if o.initialized_nomatch {
-            Some(false)
-        } else {
-            None
-        },
-    })
+    let matches = select::Matches {
+        subsystem: &o.subsystem_match,
+        subsystem_not: &o.subsystem_nomatch,
+        sysname: &o.sysname_match,
+        attr: &o.attr_match,
+        attr_not: &o.attr_nomatch,
+        property: &o.property_match,
+        tag: &o.tag_match,
+        initialized: o.initialized_match,
+        not_initialized: o.initialized_nomatch,
+    };
+    Select::new(matches, parent, true).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
 }
 
 /// Whether any of `--export-db`'s match options is given.

@@ -40,7 +40,46 @@ pub struct Select {
     pub initialized: Option<bool>,
 }
 
+/// The match options `info --export-db` and `trigger` share, as given.
+pub struct Matches<'a> {
+    pub subsystem: &'a [String],
+    pub subsystem_not: &'a [String],
+    pub sysname: &'a [String],
+    pub attr: &'a [String],
+    pub attr_not: &'a [String],
+    pub property: &'a [String],
+    pub tag: &'a [String],
+    pub initialized: bool,
+    pub not_initialized: bool,
+}
+
 impl Select {
+    /// The selection the options make; `parent` holds the devpaths already
+    /// found for the device, name and parent options.
+    pub fn new(m: Matches<'_>, parent: Vec<Vec<u8>>, property_all: bool) -> Result<Select, String> {
+        let property = m
+            .property
+            .iter()
+            .map(|s| property_test(s))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Select {
+            subsystem: patterns(m.subsystem),
+            subsystem_not: patterns(m.subsystem_not),
+            sysname: patterns(m.sysname),
+            attr: attr_tests(m.attr),
+            attr_not: attr_tests(m.attr_not),
+            property,
+            property_all,
+            tag: m.tag.iter().map(|t| t.as_bytes().to_vec()).collect(),
+            parent,
+            initialized: match (m.initialized, m.not_initialized) {
+                (true, _) => Some(true),
+                (false, true) => Some(false),
+                _ => None,
+            },
+        })
+    }
+
     /// Whether nothing is filtered out: every device is chosen.
     pub fn is_everything(&self) -> bool {
         self.subsystem.is_empty()
