@@ -256,8 +256,7 @@ fn whole_disk(p: &Processor, ev: &Uevent) -> Option<Box<[u8]>> {
     match ev.devtype() {
         Some(b"disk") => ev.devname().map(Into::into),
         Some(b"partition") => {
-            let parent = p.sysfs.parent_devpath(ev.devpath())?;
-            let disk = p.sysfs.read_event(Action::Change, &parent).ok()?;
+            let disk = p.sysfs.parent_of(ev.devpath())?;
             disk.devname().map(Into::into)
         }
         _ => None,

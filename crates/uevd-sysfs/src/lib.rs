@@ -112,6 +112,14 @@ impl Sysfs {
         self.parent_core(devpath).map(|(dp, _)| dp)
     }
 
+    /// The nearest ancestor of `devpath` that is a device, as its own
+    /// `uevent` file describes it: from the parent cache when there is one,
+    /// so that an event's parent is not read again.
+    pub fn parent_of(&self, devpath: &[u8]) -> Option<Device> {
+        self.parent_core(devpath)
+            .map(|(_, core)| Device::with_core(self, core))
+    }
+
     /// The nearest ancestor of `devpath` that is a device, with what is
     /// known of it: from the parent cache when there is one.
     fn parent_core(&self, devpath: &[u8]) -> Option<(Vec<u8>, Arc<Core>)> {
