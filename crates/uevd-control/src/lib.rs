@@ -88,10 +88,6 @@ pub enum Request {
     ChildrenMax(usize),
     /// A property every event gets; an empty value removes it.
     Property(String, String),
-    /// Every device is about to be announced again (a coldplug): start
-    /// loading the drivers of every device present now, not one event at
-    /// a time.
-    Coldplug,
     /// The announced events numbered after this one.
     Replay(u64),
 }
@@ -121,7 +117,6 @@ impl Request {
             "status" => Request::Status,
             "stop-exec-queue" => Request::StopExecQueue,
             "start-exec-queue" => Request::StartExecQueue,
-            "coldplug" => Request::Coldplug,
             "children-max" => Request::ChildrenMax(
                 needs_arg()?
                     .parse()
@@ -153,7 +148,6 @@ impl Request {
                     | Request::Status
                     | Request::StopExecQueue
                     | Request::StartExecQueue
-                    | Request::Coldplug
             )
         {
             return Err(format!("'{verb}' takes no argument"));
@@ -175,7 +169,6 @@ impl fmt::Display for Request {
             Request::StartExecQueue => f.write_str("start-exec-queue"),
             Request::ChildrenMax(n) => write!(f, "children-max {n}"),
             Request::Property(k, v) => write!(f, "property {k}={v}"),
-            Request::Coldplug => f.write_str("coldplug"),
             Request::Replay(seq) => write!(f, "replay {seq}"),
         }
     }
@@ -414,7 +407,6 @@ mod tests {
             Request::Status,
             Request::StopExecQueue,
             Request::StartExecQueue,
-            Request::Coldplug,
             Request::ChildrenMax(4),
             Request::Property("FOO".into(), "a b=c".into()),
             Request::Property("FOO".into(), String::new()),

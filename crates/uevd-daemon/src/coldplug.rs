@@ -19,7 +19,6 @@ impl Daemon {
     pub(crate) fn coldplug(&mut self, how: Coldplug) {
         let journal = self.processor.journal.clone();
         journal.mark("coldplug-start", format!("{how:?}").to_lowercase());
-        crate::modules::preload(&self.sysfs, &self.processor.rules(), &journal);
         let t = Instant::now();
         // The root device's candidates and their parents first, so that
         // they are queued (and running) before the walk of everything else

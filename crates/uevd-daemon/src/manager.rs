@@ -465,6 +465,10 @@ impl Daemon {
                 self.sysfs.forget(old);
             }
         }
+        crate::modules::load_ahead(
+            &self.processor.rules(),
+            batch.iter().map(|(_, job)| &job.event),
+        );
         self.queue.submit(batch);
     }
 
@@ -562,14 +566,6 @@ impl Daemon {
             Request::Property(key, value) => {
                 log::info!("control: property {key}={value} for every event");
                 self.processor.set_global(key.as_bytes(), value.as_bytes());
-                conn.reply(&Reply::Ok(String::new()));
-            }
-            Request::Coldplug => {
-                crate::modules::preload(
-                    &self.sysfs,
-                    &self.processor.rules(),
-                    &self.processor.journal,
-                );
                 conn.reply(&Reply::Ok(String::new()));
             }
             Request::Replay(since) => {

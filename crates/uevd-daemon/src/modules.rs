@@ -2,6 +2,7 @@
 
 use std::path::Path;
 use uevd_timeline::Journal;
+use uevd_uevent::{Action, Uevent};
 
 /// Every module the `kmod` builtin loads goes to the timeline. The loader
 /// is opened now (the index files are only mapped) so that the first
@@ -32,51 +33,35 @@ pub(crate) fn record_module_loads(journal: &Journal) {
     }
 }
 
-/// The distinct MODALIAS values of every device in sysfs, in walk order.
-pub(crate) fn modaliases(sysfs: &uevd_sysfs::Sysfs) -> Vec<String> {
-    let mut seen = std::collections::HashSet::new();
-    let mut found = Vec::new();
-    let _ = uevd_sysfs::walk_devices(sysfs, |v| {
-        if let Ok(alias) = std::fs::read(v.path.join("modalias")) {
-            let alias = String::from_utf8_lossy(alias.trim_ascii_end()).into_owned();
-            if !alias.is_empty() && seen.insert(alias.clone()) {
-                found.push(alias);
-            }
+/// The MODALIAS of each `add` event, in order, each once.
+pub(crate) fn aliases_to_load<'a>(events: impl Iterator<Item = &'a Uevent>) -> Vec<&'a str> {
+    let mut aliases: Vec<&str> = Vec::new();
+    for ev in events.filter(|e| e.action() == Action::Add) {
+        let Some(alias) = ev.get_str("MODALIAS").filter(|a| !a.is_empty()) else {
+            continue;
+        };
+        if !aliases.contains(&alias) {
+            aliases.push(alias);
         }
-    });
-    found
+    }
+    aliases
 }
 
-/// At a coldplug, starts loading the drivers of every device present,
-/// when the rules load the drivers a device's MODALIAS names: the loads
-/// then run while the events are still queued, all at once on the
-/// loader's threads (each module once, its dependencies first), instead
-/// of one event at a time. The events' own `kmod load` finds the modules
-/// loading or loaded. Returns at once; the walk runs on a thread of its
-/// own.
-pub(crate) fn preload(sysfs: &uevd_sysfs::Sysfs, rules: &uevd_rules::Rules, journal: &Journal) {
-    if !rules.loads_modaliases() {
+/// When the rules load the drivers a device's MODALIAS names, the drivers
+/// of the `add` events just received start loading now, on the loader's
+/// threads (each module once, its dependencies first), while the events
+/// wait in the queue: at a coldplug every driver of the machine starts at
+/// once, and at a hotplug the driver does not wait for the events queued
+/// before it. The events' own `kmod load` finds the modules loading or
+/// loaded, and settle waits for them. Nothing is read for it: the
+/// aliases are in the events.
+pub(crate) fn load_ahead<'a>(rules: &uevd_rules::Rules, events: impl Iterator<Item = &'a Uevent>) {
+    let aliases = aliases_to_load(events);
+    if aliases.is_empty() || !rules.loads_modaliases() {
         return;
     }
-    let Some(loader) = uevd_kmod::shared_if_open() else {
-        return;
-    };
-    let sysfs = sysfs.clone();
-    let journal = journal.clone();
-    let spawned = std::thread::Builder::new()
-        .name("uevd-preload".into())
-        .spawn(move || {
-            let aliases = modaliases(&sysfs);
-            let refs: Vec<&str> = aliases.iter().map(String::as_str).collect();
-            loader.load_in_background(&refs);
-            log::info!(
-                "coldplug: loading the drivers of {} device aliases",
-                refs.len()
-            );
-            journal.mark("preload-modules", refs.len().to_string());
-        });
-    if let Err(e) = spawned {
-        log::warn!("cannot start loading drivers ahead of the events: {e}");
+    if let Some(loader) = uevd_kmod::shared_if_open() {
+        loader.load_in_background(&aliases);
     }
 }
 
@@ -85,36 +70,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_distinct_modalias_in_sysfs_is_found_once() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path();
-        let device = |devpath: &str, alias: Option<&str>| {
-            let dir = root.join(&devpath[1..]);
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join("uevent"), "").unwrap();
+    fn each_added_devices_alias_is_asked_for_once_in_order() {
+        let ev = |action: &str, alias: Option<&str>| {
+            let mut text =
+                format!("ACTION={action}\0DEVPATH=/devices/x\0SUBSYSTEM=pci\0SEQNUM=1\0");
             if let Some(a) = alias {
-                std::fs::write(dir.join("modalias"), format!("{a}\n")).unwrap();
+                text.push_str(&format!("MODALIAS={a}\0"));
             }
+            Uevent::parse_properties(text.as_bytes()).unwrap()
         };
-        device(
-            "/devices/pci0/0000:00:01.0",
-            Some("pci:v00008086d0000100Esv"),
-        );
-        device(
-            "/devices/pci0/0000:00:02.0",
-            Some("pci:v00001AF4d00001000sv"),
-        );
-        device(
-            "/devices/pci0/0000:00:03.0",
-            Some("pci:v00008086d0000100Esv"),
-        );
-        device("/devices/pci0/0000:00:04.0", Some(""));
-        device("/devices/pci0/0000:00:04.0/host0", None);
-        let found = modaliases(&uevd_sysfs::Sysfs::new(root));
+        let events = [
+            ev("add", Some("pci:v00008086d0000100Esv")),
+            ev("add", Some("pci:v00001AF4d00001000sv")),
+            ev("add", Some("pci:v00008086d0000100Esv")),
+            ev("add", Some("")),
+            ev("add", None),
+            ev("change", Some("pci:v0000DEADd0000BEEFsv")),
+            ev("remove", Some("pci:v0000CAFEd0000F00Dsv")),
+        ];
         assert_eq!(
-            found,
+            aliases_to_load(events.iter()),
             ["pci:v00008086d0000100Esv", "pci:v00001AF4d00001000sv"]
         );
-        assert!(modaliases(&uevd_sysfs::Sysfs::new(root.join("none"))).is_empty());
     }
 }

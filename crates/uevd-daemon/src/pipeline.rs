@@ -83,13 +83,14 @@ struct Clock {
 }
 
 impl Clock {
-    fn new(enabled: bool) -> Clock {
+    /// Steps start at `start`, the event's start.
+    fn new(enabled: bool, start: u64) -> Clock {
         Clock {
             steps: Vec::new(),
             programs: Vec::new(),
             builtins: Vec::new(),
             slow_lines: Vec::new(),
-            mark: if enabled { now() } else { 0 },
+            mark: start,
             enabled,
         }
     }
@@ -262,7 +263,7 @@ impl Processor {
     /// Processes one event on worker `worker`.
     pub fn process(&self, worker: usize, id: EventId, job: Job) {
         let started = now();
-        let mut clock = Clock::new(self.journal.enabled());
+        let mut clock = Clock::new(self.journal.enabled(), started);
         let device = Rc::new(Device::from_event(
             &self.sysfs,
             self.with_globals(job.event),
@@ -305,7 +306,12 @@ impl Processor {
                 worker,
                 arrived: job.arrived,
                 started,
-                finished: now(),
+                // The last step ended when the event did.
+                finished: if clock.steps.is_empty() {
+                    now()
+                } else {
+                    clock.mark
+                },
                 steps: clock.steps,
                 programs: clock.programs,
                 builtins: clock.builtins,

@@ -5,7 +5,7 @@
 //! to their LABELs.
 
 use crate::syntax::{self, Op, Position, RawLine, RawToken};
-use crate::template::{Template, TemplateError};
+use crate::template::{Piece, Subst, Template, TemplateError};
 use crate::users::Users;
 use crate::{Diagnostic, Severity};
 use std::sync::Arc;
@@ -201,6 +201,37 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Whether evaluating the token can read or write outside the event
+    /// in memory: sysfs, the database, files, name services, builtins and
+    /// programs. Matches on the event's own properties and assignments of
+    /// plain or in-memory values cannot.
+    pub(crate) fn leaves_memory(&self) -> bool {
+        use Kind::*;
+        let template = |t: &Template| {
+            t.pieces.iter().any(|p| {
+                matches!(
+                    p,
+                    Piece::Subst(Subst::Attr(_) | Subst::Parent | Subst::Driver | Subst::Id)
+                )
+            })
+        };
+        match self {
+            Action(_) | Devpath(_) | Kernel(_) | Devlink(_) | Name(_) | Env(..) | Const(..)
+            | Tag(_) | Subsystem(_) | Driver(_) | Result(_) | EscapeNone | EscapeReplace
+            | DbPersist | Watch(_) | LinkPriority(_) | LogLevel(_) | OwnerId(_) | GroupId(_)
+            | ModeId(_) | StaticNode(_) => false,
+            Mode(t)
+            | SetTag(t)
+            | Seclabel(_, t)
+            | SetEnv(_, t)
+            | SetName(t)
+            | SetDevlink(t)
+            | RunBuiltin(_, t)
+            | RunProgram(t) => template(t),
+            _ => true,
+        }
+    }
+
     fn rank(&self) -> u8 {
         use Kind::*;
         match self {
@@ -284,6 +315,9 @@ pub mod line_flags {
     pub const GOTO: u8 = 8;
     pub const LABEL: u8 = 16;
     pub const UPDATE: u8 = 32;
+    /// The line may do work outside memory (sysfs, files, the database,
+    /// a builtin, a program): the only lines worth a clock read.
+    pub const TIMED: u8 = 64;
 }
 
 #[derive(Clone, Debug)]
@@ -531,6 +565,9 @@ impl Compiler<'_> {
                         _ => 0,
                     };
                     line.flags |= flag;
+                    if kind.leaves_memory() {
+                        line.flags |= line_flags::TIMED;
+                    }
                     line.tokens.push(Token {
                         kind,
                         op,

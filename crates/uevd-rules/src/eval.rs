@@ -1674,8 +1674,10 @@ impl Rules {
         let mut timer = crate::timing::Lines::new(timing);
         while pos < candidates.len() {
             let line = &self.lines[candidates[pos] as usize];
+            let timed = line.flags & line_flags::TIMED != 0;
+            timer.begin(timed);
             let goto = state.apply_line(line);
-            timer.done(candidates[pos]);
+            timer.done(candidates[pos], timed);
             match goto {
                 Some(target) => pos = candidates.partition_point(|&c| c < target),
                 None => pos += 1,

@@ -172,6 +172,9 @@ pub struct Rules {
     /// kind of event.
     index: RwLock<HashMap<IndexKey, Arc<Candidates>>>,
     stamps: Vec<Stamp>,
+    /// [`Rules::loads_modaliases`], found once: the daemon asks at every
+    /// batch of events.
+    loads_modaliases: std::sync::OnceLock<bool>,
 }
 
 impl std::fmt::Debug for Rules {
@@ -253,6 +256,7 @@ impl Rules {
             overflowed: Default::default(),
             index: RwLock::default(),
             stamps: Vec::new(),
+            loads_modaliases: std::sync::OnceLock::new(),
         }
     }
 
@@ -332,20 +336,22 @@ impl Rules {
 
     /// Whether some rule loads the drivers a device's MODALIAS names
     /// (`RUN{builtin}+="kmod load"` with no module named, as udev's
-    /// 80-drivers.rules has): then every device present at start needs its
-    /// drivers, and they can be asked for before the events are processed.
+    /// 80-drivers.rules has): then a device's drivers can be asked for as
+    /// soon as its event arrives, before the event is processed.
     pub fn loads_modaliases(&self) -> bool {
-        self.lines
-            .iter()
-            .flat_map(|l| &l.tokens)
-            .any(|t| match &t.kind {
-                Kind::RunBuiltin("kmod", args) => args.as_plain().is_some_and(|a| {
-                    a.split(|c| c.is_ascii_whitespace())
-                        .filter(|w| !w.is_empty())
-                        .eq([&b"kmod"[..], b"load"])
-                }),
-                _ => false,
-            })
+        *self.loads_modaliases.get_or_init(|| {
+            self.lines
+                .iter()
+                .flat_map(|l| &l.tokens)
+                .any(|t| match &t.kind {
+                    Kind::RunBuiltin("kmod", args) => args.as_plain().is_some_and(|a| {
+                        a.split(|c| c.is_ascii_whitespace())
+                            .filter(|w| !w.is_empty())
+                            .eq([&b"kmod"[..], b"load"])
+                    }),
+                    _ => false,
+                })
+        })
     }
 
     /// The nodes OPTIONS+="static_node=" names, with what their lines set.

@@ -29,11 +29,20 @@ pub(crate) fn builtin(name: &'static str, via: Via, timing: bool, start: u64) ->
     }
 }
 
-/// Times the lines of one event: one clock read as each line ends, the
-/// end of one line being the start of the next.
+/// Times the lines of one event that can leave memory (sysfs, files,
+/// builtins, programs: `line_flags::TIMED`); the others, matches and
+/// assignments of the event's own values, take microseconds and are not
+/// timed. Where a clock read is a system call (a clock source without a
+/// vDSO, as in many virtual machines), reading it around every line cost
+/// more than most lines.
+///
+/// Each timed line's start is the end of the line before it when that
+/// one was timed too, so back-to-back timed lines cost one read each.
 pub(crate) struct Lines {
     timing: bool,
     mark: u64,
+    /// Whether `mark` is the end of the line just evaluated.
+    fresh: bool,
     /// (line index, start, duration) of the lines over the threshold.
     slow: Vec<(u32, u64, u64)>,
 }
@@ -42,21 +51,34 @@ impl Lines {
     pub(crate) fn new(timing: bool) -> Lines {
         Lines {
             timing,
-            mark: start(timing),
+            mark: 0,
+            fresh: false,
             slow: Vec::new(),
         }
     }
 
+    /// Before a line is evaluated.
     #[inline]
-    pub(crate) fn done(&mut self, line: u32) {
-        if self.timing {
-            let t = uevd_timeline::now();
-            let d = t.saturating_sub(self.mark);
-            if d >= SLOW_LINE_NS {
-                self.slow.push((line, self.mark, d));
-            }
-            self.mark = t;
+    pub(crate) fn begin(&mut self, timed: bool) {
+        if self.timing && timed && !self.fresh {
+            self.mark = uevd_timeline::now();
         }
+    }
+
+    /// After it was.
+    #[inline]
+    pub(crate) fn done(&mut self, line: u32, timed: bool) {
+        if !(self.timing && timed) {
+            self.fresh = false;
+            return;
+        }
+        let t = uevd_timeline::now();
+        let d = t.saturating_sub(self.mark);
+        if d >= SLOW_LINE_NS {
+            self.slow.push((line, self.mark, d));
+        }
+        self.mark = t;
+        self.fresh = true;
     }
 
     /// The slowest lines, at most [`SLOW_LINES_KEPT`], in the order they
@@ -159,12 +181,42 @@ mod tests {
     }
 
     #[test]
+    fn only_lines_that_can_leave_memory_are_timed() {
+        let text = concat!(
+            "ACTION==\"add\", SUBSYSTEM==\"block\", ENV{A}==\"1\", ENV{B}=\"$env{A}%k\"\n",
+            "KERNEL==\"sd*\", SYMLINK+=\"disk/%k\", TAG+=\"t\", MODE=\"0600\"\n",
+            "GOTO=\"end\"\n",
+            "RUN{builtin}+=\"kmod load\", RUN+=\"/bin/true $env{A}\"\n",
+            "ATTR{size}==\"0\"\n",
+            "ATTRS{vendor}==\"x\"\n",
+            "TEST==\"whole_disk\"\n",
+            "IMPORT{builtin}=\"path_id\"\n",
+            "ENV{C}=\"$attr{size}\"\n",
+            "SYMLINK+=\"by-parent/$parent\"\n",
+            "OWNER=\"%c{1}\"\n",
+            "LABEL=\"end\"\n",
+        );
+        let (rules, errors) = Rules::from_text("t.rules", text.as_bytes(), &Config::default());
+        assert!(errors.is_empty(), "{errors:?}");
+        let timed: Vec<bool> = rules
+            .lines
+            .iter()
+            .map(|l| l.flags & crate::compile::line_flags::TIMED != 0)
+            .collect();
+        assert_eq!(
+            timed,
+            [false, false, false, false, true, true, true, true, true, true, true, false]
+        );
+    }
+
+    #[test]
     fn only_the_slowest_lines_are_kept_in_the_order_they_ran() {
         let text: String = (0..12).map(|i| format!("ENV{{N}}=\"{i}\"\n")).collect();
         let (rules, _) = Rules::from_text("a.rules", text.as_bytes(), &Config::default());
         let lines = Lines {
             timing: true,
             mark: 0,
+            fresh: true,
             slow: (0..12u32)
                 .map(|i| {
                     (

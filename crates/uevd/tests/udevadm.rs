@@ -533,36 +533,3 @@ fn control_holds_the_queue_back_and_gives_events_properties() {
     assert!(record.contains("E:SAW_GLOBAL=1"), "{record}");
     daemon.stop(&lab).unwrap();
 }
-
-/// A trigger of every device with `add` is a coldplug: the daemon is told
-/// first, so that it can start every driver at once. A trigger of a
-/// selection, of another action or a dry run is not.
-#[test]
-fn a_trigger_of_every_device_tells_the_daemon_a_coldplug_starts() {
-    use uevd_control::{Listener, Reply, Request};
-    let s = Scratch::new();
-    let listener = Listener::bind(&Path::new(&s.path("run")).join("uevd/control")).unwrap();
-    listener.as_listener().set_nonblocking(true).unwrap();
-    let requests = |args: &[&str]| {
-        let out = s.uevd(args);
-        assert!(out.status.success(), "{args:?}: {out:?}");
-        let mut seen = Vec::new();
-        while let Ok(mut conn) = listener.accept() {
-            if let Ok(Some(r)) = conn.request() {
-                seen.push(r.clone());
-                conn.reply(&Reply::Ok(String::new()));
-            }
-        }
-        seen
-    };
-    // The daemon's answer is awaited for at most a second; a listener
-    // that answers only after the trigger returns is read afterwards.
-    assert_eq!(requests(&["trigger", "--action=add"]), [Request::Coldplug]);
-    assert_eq!(requests(&["trigger", "--action=change"]), []);
-    assert_eq!(requests(&["trigger", "--action=add", "-s", "block"]), []);
-    assert_eq!(requests(&["trigger", "--action=add", "--dry-run"]), []);
-    assert_eq!(
-        requests(&["trigger", "--type=subsystems", "--action=add"]),
-        []
-    );
-}

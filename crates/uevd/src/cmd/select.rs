@@ -79,19 +79,6 @@ impl Select {
             },
         })
     }
-
-    /// Whether nothing is filtered out: every device is chosen.
-    pub fn is_everything(&self) -> bool {
-        self.subsystem.is_empty()
-            && self.subsystem_not.is_empty()
-            && self.sysname.is_empty()
-            && self.attr.is_empty()
-            && self.attr_not.is_empty()
-            && self.property.is_empty()
-            && self.tag.is_empty()
-            && self.parent.is_empty()
-            && self.initialized.is_none()
-    }
 }
 
 fn attr_test(s: &str) -> AttrTest {

@@ -261,12 +261,6 @@ pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
     if matches!(o.kind, Kind::Devices | Kind::All) {
         walk_devices(&sysfs, |v| collect(&mut devices, v))?;
     }
-    if o.action == Action::Add && !o.dry_run && !devices.is_empty() && select.is_everything() {
-        // Every device is announced again: a coldplug. The daemon can start
-        // the drivers of all of them now rather than one event at a time.
-        // Without a daemon (or an older one) nothing is lost but that.
-        let _ = call(&roots.control(), &Request::Coldplug, Duration::from_secs(1));
-    }
     let mut targets: Vec<Target> = subsystems.into_iter().filter(|t| t.chosen).collect();
     targets.extend(order(devices, o.include_parents, &o.prioritized_subsystem));
     let shared_uuid = new_uuid();
