@@ -42,6 +42,11 @@ pub struct Options {
     /// prints them, labelled REPLAY; says on stderr how many are gone.
     #[arg(long, value_name = "SEQ")]
     replay_since: Option<u64>,
+    /// Undo what control requests changed: drop the properties set, and
+    /// put children max and the log level back to what the daemon started
+    /// with (sent first, as udevadm 258 does).
+    #[arg(long)]
+    revert: bool,
     /// Seconds to wait for each answer.
     #[arg(short = 't', long, value_name = "SECONDS", default_value_t = 30.0)]
     timeout: f64,
@@ -50,6 +55,9 @@ pub struct Options {
 /// The requests asked for, in the order they are sent (exit last).
 fn requests(o: &Options) -> Result<Vec<Request>, String> {
     let mut out = Vec::new();
+    if o.revert {
+        out.push(Request::Revert);
+    }
     if let Some(l) = o.log_level {
         out.push(Request::LogLevel(l));
     }
@@ -182,6 +190,10 @@ mod tests {
             ]
         );
         assert_eq!(parse(&["--ping", "-t", "2"]).unwrap(), [Request::Ping]);
+        assert_eq!(
+            parse(&["-l", "debug", "--revert"]).unwrap(),
+            [Request::Revert, Request::LogLevel(Level::Debug)]
+        );
         assert!(parse(&["-t", "2"]).is_err(), "a request is needed");
         assert!(parse(&["--property=NOVALUE"])
             .unwrap_err()
