@@ -371,3 +371,37 @@ fn reloads_are_announced_as_notify_reload_wants() {
     let mut buf = [0u8; 256];
     assert!(sock.recv(&mut buf).is_err(), "{log}");
 }
+
+#[test]
+fn uevd_control_asks_over_varlink_when_told_to() {
+    let _s = serial();
+    let lab = Lab::new().unwrap();
+    let daemon = lab
+        .start_uevd(uevd(), &["--workers", "4", "--log-level", "info"])
+        .unwrap();
+    let control = |args: &[&str]| {
+        let mut all = vec!["control", "--varlink"];
+        all.extend_from_slice(args);
+        lab.uevd(uevd(), &all).unwrap()
+    };
+    let out = control(&["--children-max=3", "--stop-exec-queue", "--ping"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(status(&lab, "children_max"), "3");
+    assert_eq!(status(&lab, "paused"), "1");
+    let out = control(&["--revert", "--start-exec-queue"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(status(&lab, "children_max"), "4");
+    assert_eq!(status(&lab, "paused"), "0");
+    // uevd's own requests are not offered there.
+    let out = control(&["--status"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not offered over varlink"),
+        "{out:?}"
+    );
+    let out = control(&["--exit"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!socket(&lab).exists());
+    let log = daemon.kill();
+    assert!(log.contains("exiting"), "{log}");
+}
