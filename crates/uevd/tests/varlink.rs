@@ -26,8 +26,18 @@ fn socket(lab: &Lab) -> PathBuf {
     lab.run().join("udev/io.systemd.Udev")
 }
 
+/// A connection to the daemon's varlink socket. The daemon binds it
+/// just after its own control socket, which is what `start_uevd` waits
+/// for: until it listens, try again.
 fn connect(lab: &Lab) -> Client {
-    Client::connect(&socket(lab), Duration::from_secs(30)).unwrap()
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match Client::connect(&socket(lab), Duration::from_secs(30)) {
+            Ok(c) => return c,
+            Err(e) if Instant::now() > deadline => panic!("{}: {e}", socket(lab).display()),
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
 }
 
 fn params(json: &str) -> Json {
@@ -90,11 +100,11 @@ fn each_method_does_what_its_control_request_does() {
     let daemon = lab
         .start_uevd(uevd(), &["--workers", "4", "--log-level", "info"])
         .unwrap();
+    let mut c = connect(&lab);
     // Root's only, as systemd-udevd makes it.
     let meta = std::fs::metadata(socket(&lab)).unwrap();
     assert!(meta.file_type().is_socket());
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
-    let mut c = connect(&lab);
 
     // What every varlink service answers.
     let info = ok(&mut c, "org.varlink.service.GetInfo", "{}");
@@ -379,6 +389,7 @@ fn uevd_control_asks_over_varlink_when_told_to() {
     let daemon = lab
         .start_uevd(uevd(), &["--workers", "4", "--log-level", "info"])
         .unwrap();
+    drop(connect(&lab));
     let control = |args: &[&str]| {
         let mut all = vec!["control", "--varlink"];
         all.extend_from_slice(args);
