@@ -16,6 +16,7 @@
 //! | `start-exec-queue` | `ok`                                          |
 //! | `children-max <n>` | `ok <events run at once>` (0: as many as workers) |
 //! | `property <K>=<V>` | `ok` (added to every event; `K=` removes it)  |
+//! | `revert`           | `ok` (properties dropped; children max and log level as started) |
 //! | `replay <seq>`     | `ok count=<n> gone=<n> last=<seq>`, then the events (below) |
 //!
 //! `replay <seq>` asks for the processed events announced after the one
@@ -31,9 +32,11 @@
 //! A request the daemon cannot serve is answered `error <why>`.
 //!
 //! [`udev`] is udev's own protocol on `/run/udev/control`, for the
-//! udevadm that distributions ship.
+//! udevadm that distributions ship; [`varlink`] is the `io.systemd.Udev`
+//! interface newer udevadm (systemd 258 and later) speaks.
 
 pub mod udev;
+pub mod varlink;
 
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Write};
@@ -90,6 +93,9 @@ pub enum Request {
     Property(String, String),
     /// The announced events numbered after this one.
     Replay(u64),
+    /// Undo what control requests changed: global properties dropped,
+    /// children max and log level back to what the daemon started with.
+    Revert,
 }
 
 impl Request {
@@ -117,6 +123,7 @@ impl Request {
             "status" => Request::Status,
             "stop-exec-queue" => Request::StopExecQueue,
             "start-exec-queue" => Request::StartExecQueue,
+            "revert" => Request::Revert,
             "children-max" => Request::ChildrenMax(
                 needs_arg()?
                     .parse()
@@ -148,6 +155,7 @@ impl Request {
                     | Request::Status
                     | Request::StopExecQueue
                     | Request::StartExecQueue
+                    | Request::Revert
             )
         {
             return Err(format!("'{verb}' takes no argument"));
@@ -170,6 +178,7 @@ impl fmt::Display for Request {
             Request::ChildrenMax(n) => write!(f, "children-max {n}"),
             Request::Property(k, v) => write!(f, "property {k}={v}"),
             Request::Replay(seq) => write!(f, "replay {seq}"),
+            Request::Revert => f.write_str("revert"),
         }
     }
 }
@@ -411,6 +420,7 @@ mod tests {
             Request::Property("FOO".into(), "a b=c".into()),
             Request::Property("FOO".into(), String::new()),
             Request::Replay(42),
+            Request::Revert,
         ] {
             assert_eq!(Request::parse(&r.to_string()), Ok(r));
         }
@@ -424,6 +434,7 @@ mod tests {
             .contains("needs an argument"));
         assert!(Request::parse("settle soon").is_err());
         assert!(Request::parse("ping 3").is_err());
+        assert!(Request::parse("revert all").is_err());
         assert!(Request::parse("launch")
             .unwrap_err()
             .contains("unknown request"));

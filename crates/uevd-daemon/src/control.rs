@@ -4,7 +4,8 @@
 //! connection reads the request and hands it back through a channel and an
 //! eventfd that the main loop polls. Requests are then served in the main
 //! loop, in arrival order, as before. Requests read off udev's own socket
-//! (`udev_control.rs`) come through the same inbox.
+//! (`udev_control.rs`) and the varlink socket (`varlink.rs`) come through
+//! the same inbox.
 
 use rustix::event::{eventfd, EventfdFlags};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -18,19 +19,23 @@ use uevd_control::{Connection, Listener, Reply, Request};
 pub(crate) enum Client {
     /// A client of uevd's own socket: the reply is written to it.
     Uevd(Connection),
-    /// A request read off udev's socket: its reader thread waits for the
-    /// reply before it reads the next one, so that the client learns that
-    /// everything was done only once it was.
-    Udev(SyncSender<Reply>),
+    /// A request read off udev's socket or the varlink socket: its reader
+    /// thread waits for the reply before it reads the next one, so that
+    /// the client learns that everything was done only once it was.
+    Waiting(SyncSender<Reply>),
+    /// A varlink call answered by the main loop itself, so that the
+    /// answer is written before the daemon exits (an exit's).
+    Varlink(crate::varlink::Answer),
 }
 
 impl Client {
     pub(crate) fn reply(self, reply: &Reply) {
         match self {
             Client::Uevd(conn) => conn.reply(reply),
-            Client::Udev(tx) => {
+            Client::Waiting(tx) => {
                 let _ = tx.send(reply.clone());
             }
+            Client::Varlink(answer) => answer.send(reply),
         }
     }
 }
@@ -50,6 +55,14 @@ impl Handoff {
     pub(crate) fn send(&self, incoming: Incoming) {
         let _ = self.tx.send(incoming);
         let _ = rustix::io::write(&*self.wakeup, &1u64.to_ne_bytes());
+    }
+
+    /// Hands a request to the main loop and waits until it has been
+    /// served; `None` when the main loop has gone (the daemon is exiting).
+    pub(crate) fn ask(&self, request: Request) -> Option<Reply> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.send((Client::Waiting(tx), Ok(Some(request))));
+        rx.recv().ok()
     }
 }
 

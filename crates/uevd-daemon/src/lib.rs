@@ -5,7 +5,7 @@
 //! netlink ─ manager (main loop) ─ queue ─ workers: pipeline ─ node / links / database / broadcast / timeline
 //!              │                                      └─ rules ─ builtins, programs, modules
 //!              ├─ coldplug, rescan after lost events
-//!              ├─ control sockets (uevd's, udev's), settle
+//!              ├─ control sockets (uevd's, udev's, varlink), settle
 //!              └─ node watches (OPTIONS+="watch")
 //! ```
 //!
@@ -32,6 +32,7 @@ pub mod settings;
 mod settle;
 mod signals;
 mod udev_control;
+mod varlink;
 mod watch;
 
 pub use announce::DEFAULT_REPLAY_EVENTS;

@@ -42,6 +42,10 @@ pub(crate) struct Daemon {
     inbox: Inbox,
     /// udev's control socket, for udevadm.
     udev_control: Option<uevd_control::udev::Listener>,
+    /// The varlink socket, for udevadm of systemd 258 and later.
+    varlink: Option<uevd_control::varlink::Listener>,
+    /// The log level the daemon started with (what `revert` returns to).
+    log_level: uevd_control::Level,
     /// What the kernel command line's `root=` names: its events go first.
     pub(crate) root: Option<crate::RootDevice>,
     /// Devices whose `add` was restored from the daemon before: coldplug
@@ -87,6 +91,7 @@ pub fn run(config: Config) -> io::Result<()> {
     // libudev takes the existence of /run/udev/control to mean that a
     // device manager runs, and udevadm talks to it there.
     let udev_control = crate::udev_control::bind(&udev_dir.join("control"));
+    let varlink = crate::varlink::bind(&udev_dir.join(uevd_control::varlink::SOCKET_NAME));
     let dev = DevDir::open(&config.dev)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", config.dev.display())))?;
     let log_target = match &opts.log_file {
@@ -184,6 +189,8 @@ pub fn run(config: Config) -> io::Result<()> {
         drain: Arc::new(Drain::new()?),
         inbox: Inbox::new()?,
         udev_control,
+        varlink,
+        log_level: config.log_level,
         root: config.root.clone(),
         restored_adds: Default::default(),
         restored_seqnum: None,
@@ -205,6 +212,7 @@ pub fn run(config: Config) -> io::Result<()> {
     // Asked to exit, udevd closes its control socket at once; a udevadm
     // that connects while the last events finish must not hang unanswered.
     d.udev_control = None;
+    d.varlink = None;
     // What the kernel sent before the request is queued, then nothing more
     // starts: running events finish, the rest is handed on.
     if let Err(e) = d.drain_kernel() {
@@ -317,6 +325,10 @@ impl Daemon {
                     Some(l) => PollFd::new(l, PollFlags::IN),
                     None => PollFd::new(&drain.wakeup, PollFlags::empty()),
                 },
+                match &self.varlink {
+                    Some(l) => PollFd::new(l, PollFlags::IN),
+                    None => PollFd::new(&drain.wakeup, PollFlags::empty()),
+                },
             ];
             match poll(&mut fds, None) {
                 Ok(_) => {}
@@ -328,6 +340,7 @@ impl Daemon {
             let (drain_asked, requests) = (ready(3), ready(4));
             let written = watch.is_some() && ready(5);
             let udev_asked = self.udev_control.is_some() && ready(6);
+            let varlink_asked = self.varlink.is_some() && ready(7);
             if drain_asked {
                 self.drain_kernel()?;
                 drain.finished();
@@ -344,6 +357,9 @@ impl Daemon {
             if let (true, Some(l)) = (udev_asked, &self.udev_control) {
                 crate::udev_control::accept_all(&self.inbox, l, &self.queue);
             }
+            if let (true, Some(l)) = (varlink_asked, &self.varlink) {
+                crate::varlink::accept_all(&self.inbox, l, self.log_level);
+            }
             if requests {
                 for incoming in self.inbox.take() {
                     if self.handle_control(incoming)? {
@@ -352,7 +368,12 @@ impl Daemon {
                 }
             }
             if signalled {
-                if let Some(sig) = signals.read() {
+                while let Some(sig) = signals.read() {
+                    if sig == libc::SIGHUP as u32 {
+                        log::info!("received SIGHUP; reloading");
+                        self.reload();
+                        continue;
+                    }
                     log::info!("received signal {sig}");
                     return Ok(());
                 }
@@ -452,8 +473,26 @@ impl Daemon {
         self.rules_checked = Instant::now();
         if self.processor.rules().changed() {
             log::info!("rules files changed; reloading");
-            self.processor.set_rules(load_rules(&self.rules_config));
+            self.reload();
         }
+    }
+
+    /// Loads the rules again; returns what was loaded. A service manager
+    /// is told when the reload starts and when it is done, as
+    /// `Type=notify-reload` wants (udevd does the same for every reload,
+    /// asked for or not).
+    fn reload(&mut self) -> String {
+        crate::notify::reloading();
+        let rules = load_rules(&self.rules_config);
+        let summary = format!(
+            "{} rules files, {} rules",
+            rules.file_count(),
+            rules.line_count()
+        );
+        self.processor.set_rules(rules);
+        self.rules_checked = Instant::now();
+        crate::notify::ready();
+        summary
     }
 
     /// Queues events. What is remembered of their devices (as parents of
@@ -530,15 +569,19 @@ impl Daemon {
                 );
             }
             Request::Reload => {
-                let rules = load_rules(&self.rules_config);
-                let summary = format!(
-                    "{} rules files, {} rules",
-                    rules.file_count(),
-                    rules.line_count()
-                );
-                self.processor.set_rules(rules);
-                self.rules_checked = Instant::now();
+                let summary = self.reload();
                 conn.reply(&Reply::Ok(summary))
+            }
+            Request::Revert => {
+                let dropped = self.processor.clear_globals();
+                let effective = self.queue.set_limit(0);
+                crate::set_log_level(self.log_level);
+                log::info!(
+                    "control: reverted: {}at most {effective} events at once, log level {}",
+                    if dropped { "properties dropped, " } else { "" },
+                    self.log_level.as_str()
+                );
+                conn.reply(&Reply::Ok(String::new()));
             }
             Request::Exit => {
                 self.exit_waiters.push(conn);
@@ -582,7 +625,9 @@ impl Daemon {
                 let (pending, running) = self.queue.status();
                 let p = &self.processor;
                 conn.reply(&Reply::Ok(format!(
-                    "pending={pending} running={running} loading={} processed={} failed={} rejected={} overflows={} restored={} duplicates={} known={} links={} rules={} uptime_ms={} control={}",
+                    "pending={pending} running={running} children_max={} paused={} loading={} processed={} failed={} rejected={} overflows={} restored={} duplicates={} known={} links={} rules={} uptime_ms={} control={}",
+                    self.queue.limit(),
+                    u8::from(self.queue.paused()),
                     uevd_kmod::shared_if_open().map_or(0, |l| l.background_pending()),
                     p.processed.load(std::sync::atomic::Ordering::Relaxed),
                     p.failed.load(std::sync::atomic::Ordering::Relaxed),

@@ -210,6 +210,14 @@ impl Processor {
         }
     }
 
+    /// Drops every property set for every event; true if there were any.
+    pub fn clear_globals(&self) -> bool {
+        let mut g = self.globals.write().unwrap_or_else(|p| p.into_inner());
+        let had = !g.is_empty();
+        g.clear();
+        had
+    }
+
     /// The event with the global properties in it (they win over the
     /// kernel's of the same name, as in udevd).
     fn with_globals(&self, event: Uevent) -> Uevent {
@@ -766,5 +774,8 @@ mod globals_tests {
         let e = p.with_globals(ev());
         assert_eq!(e.get(b"FOO"), Some(&b"kernel"[..]));
         assert_eq!(e.get(b"BAR"), Some(&b"a b"[..]));
+        assert!(p.clear_globals());
+        assert_eq!(p.with_globals(ev()).get(b"BAR"), None);
+        assert!(!p.clear_globals());
     }
 }

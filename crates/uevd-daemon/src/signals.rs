@@ -1,10 +1,12 @@
-//! SIGTERM and SIGINT as a descriptor the main loop polls.
+//! SIGTERM, SIGINT and SIGHUP as a descriptor the main loop polls.
 
 use std::io;
 
 /// SIGTERM and SIGINT, delivered through a descriptor the main loop polls,
-/// so that the daemon stops the way `control --exit` stops it: queued
-/// events finished, journal written, sockets removed.
+/// so that the daemon stops the way `control --exit` stops it: running
+/// events finished, the rest saved, journal written, sockets removed.
+/// SIGHUP reloads, as `control --reload` does (systemd's `Type=notify-reload`
+/// sends it for `systemctl reload`).
 pub(crate) struct Signals {
     pub(crate) fd: rustix::fd::OwnedFd,
 }
@@ -17,6 +19,7 @@ impl Signals {
             libc::sigemptyset(&mut set);
             libc::sigaddset(&mut set, libc::SIGTERM);
             libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGHUP);
             if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
                 return Err(io::Error::last_os_error());
             }

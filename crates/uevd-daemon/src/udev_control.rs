@@ -11,11 +11,10 @@
 //! and start, children max) is the queue's own business and is done from
 //! the thread.
 
-use crate::control::{Client, Handoff, Inbox};
+use crate::control::{Handoff, Inbox};
 use crate::job::Job;
 use std::io;
 use std::path::Path;
-use std::sync::mpsc::sync_channel;
 use std::time::Duration;
 use uevd_control::udev::{Connection, Listener, Message};
 use uevd_control::{Level, Reply, Request};
@@ -63,7 +62,7 @@ pub(crate) fn accept_all(inbox: &Inbox, listener: &Listener, queue: &WorkQueue<J
 }
 
 /// A syslog priority as uevd's levels.
-fn level(priority: i32) -> Option<Level> {
+pub(crate) fn level(priority: i32) -> Option<Level> {
     Some(match priority {
         0..=3 => Level::Error,
         4 => Level::Warn,
@@ -135,13 +134,11 @@ fn serve(mut conn: Connection, handoff: &Handoff, queue: &WorkQueue<Job>) {
 }
 
 /// Hands a request to the main loop and waits until it has been served.
+/// When the main loop has gone (the daemon is exiting), the connection
+/// closes with the process.
 fn ask(handoff: &Handoff, request: Request) {
-    let (tx, rx) = sync_channel(1);
     let what = request.to_string();
-    handoff.send((Client::Udev(tx), Ok(Some(request))));
-    // An error means the main loop has gone (the daemon is exiting): the
-    // connection closes with the process.
-    if let Ok(Reply::Error(e)) = rx.recv() {
+    if let Some(Reply::Error(e)) = handoff.ask(request) {
         log::warn!("udev control: {what}: {e}");
     }
 }

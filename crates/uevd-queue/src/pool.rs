@@ -325,6 +325,18 @@ impl<T: Send + 'static> WorkQueue<T> {
         effective
     }
 
+    /// How many events may run at once now: the limit set, or the number
+    /// of workers when that is fewer.
+    pub fn limit(&self) -> usize {
+        let inner = self.lock();
+        inner.limit.min(inner.workers.max(1))
+    }
+
+    /// Whether starting events is stopped ([`WorkQueue::set_paused`]).
+    pub fn paused(&self) -> bool {
+        self.lock().paused
+    }
+
     /// Stops starting events and takes out every one not started yet, in
     /// arrival order; the workers finish what runs, then stop (join
     /// them). Nothing taken has run or will run here.
@@ -501,6 +513,7 @@ mod tests {
         );
         assert_eq!(q.set_limit(2), 2);
         assert_eq!(q.set_limit(100), 4);
+        assert_eq!(q.limit(), 4);
         q.set_limit(2);
         q.set_paused(false);
         assert_eq!(q.settle(last, Duration::from_secs(10)), Completion::Done);

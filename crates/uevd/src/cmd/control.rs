@@ -5,6 +5,7 @@ use std::io;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
+use uevd_control::varlink::{self, Json};
 use uevd_control::{call, Level, Reply, Request};
 
 #[derive(clap::Args, Debug)]
@@ -42,6 +43,16 @@ pub struct Options {
     /// prints them, labelled REPLAY; says on stderr how many are gone.
     #[arg(long, value_name = "SEQ")]
     replay_since: Option<u64>,
+    /// Undo what control requests changed: drop the properties set, and
+    /// put children max and the log level back to what the daemon started
+    /// with (sent first, as udevadm 258 does).
+    #[arg(long)]
+    revert: bool,
+    /// Ask through the varlink socket (RUN/udev/io.systemd.Udev, as the
+    /// udevadm of systemd 258 and later does) instead of uevd's own;
+    /// --status and --replay-since are uevd's own and not offered there.
+    #[arg(long)]
+    varlink: bool,
     /// Seconds to wait for each answer.
     #[arg(short = 't', long, value_name = "SECONDS", default_value_t = 30.0)]
     timeout: f64,
@@ -50,6 +61,9 @@ pub struct Options {
 /// The requests asked for, in the order they are sent (exit last).
 fn requests(o: &Options) -> Result<Vec<Request>, String> {
     let mut out = Vec::new();
+    if o.revert {
+        out.push(Request::Revert);
+    }
     if let Some(l) = o.log_level {
         out.push(Request::LogLevel(l));
     }
@@ -109,9 +123,84 @@ pub(crate) fn explain(path: &Path, e: io::Error, timeout: Duration) -> io::Error
     io::Error::new(kind, msg)
 }
 
+/// A request as the varlink call that asks for it; `None` for uevd's own.
+fn varlink_call(request: &Request) -> Option<(&'static str, Json)> {
+    let none = || Json::Object(Vec::new());
+    Some(match request {
+        Request::Ping => ("io.systemd.service.Ping", none()),
+        Request::Reload => ("io.systemd.service.Reload", none()),
+        Request::Exit => ("io.systemd.Udev.Exit", none()),
+        Request::Revert => ("io.systemd.Udev.Revert", none()),
+        Request::StopExecQueue => ("io.systemd.Udev.StopExecQueue", none()),
+        Request::StartExecQueue => ("io.systemd.Udev.StartExecQueue", none()),
+        Request::LogLevel(l) => (
+            "io.systemd.service.SetLogLevel",
+            Json::object([(
+                "level",
+                Json::Int(match l {
+                    Level::Error => 3,
+                    Level::Warn => 4,
+                    Level::Info => 6,
+                    Level::Debug => 7,
+                }),
+            )]),
+        ),
+        Request::ChildrenMax(n) => (
+            "io.systemd.Udev.SetChildrenMax",
+            Json::object([("number", Json::Int(i64::try_from(*n).ok()?))]),
+        ),
+        Request::Property(k, v) => (
+            "io.systemd.Udev.SetEnvironment",
+            Json::object([(
+                "assignments",
+                Json::Array(vec![Json::String(format!("{k}={v}"))]),
+            )]),
+        ),
+        Request::Settle(_) | Request::Status | Request::Replay(_) => return None,
+    })
+}
+
+/// Sends the requests as varlink calls, one connection for all, in order.
+fn run_varlink(roots: &Roots, requests: &[Request], timeout: Duration) -> io::Result<ExitCode> {
+    let mut calls = Vec::new();
+    for r in requests {
+        match varlink_call(r) {
+            Some(c) => calls.push((r, c)),
+            None => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("'{r}' is uevd's own request, not offered over varlink"),
+                ))
+            }
+        }
+    }
+    let path = roots.udev_dir().join(uevd_control::varlink::SOCKET_NAME);
+    let mut client =
+        varlink::Client::connect(&path, timeout).map_err(|e| explain(&path, e, timeout))?;
+    for (request, (method, parameters)) in calls {
+        let reply = client
+            .call(method, parameters)
+            .map_err(|e| explain(&path, e, timeout))?;
+        if let Some(e) = reply.error {
+            log::error!("{request}: {method}: {e} {}", reply.parameters);
+            return Ok(ExitCode::from(1));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
     let requests = requests(&o).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let timeout = Duration::from_secs_f64(o.timeout.clamp(0.001, u32::MAX as f64));
+    if o.varlink {
+        if o.replay_since.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "--replay-since is uevd's own request, not offered over varlink",
+            ));
+        }
+        return run_varlink(roots, &requests, timeout);
+    }
     let path = roots.control();
     for request in &requests {
         match call(&path, request, timeout).map_err(|e| explain(&path, e, timeout))? {
@@ -182,10 +271,33 @@ mod tests {
             ]
         );
         assert_eq!(parse(&["--ping", "-t", "2"]).unwrap(), [Request::Ping]);
+        assert_eq!(
+            parse(&["-l", "debug", "--revert"]).unwrap(),
+            [Request::Revert, Request::LogLevel(Level::Debug)]
+        );
         assert!(parse(&["-t", "2"]).is_err(), "a request is needed");
         assert!(parse(&["--property=NOVALUE"])
             .unwrap_err()
             .contains("KEY=VALUE"));
+    }
+
+    #[test]
+    fn requests_become_the_varlink_calls_that_ask_for_them() {
+        let c = |r: Request| varlink_call(&r).map(|(m, p)| format!("{m} {p}"));
+        assert_eq!(
+            c(Request::ChildrenMax(3)).unwrap(),
+            r#"io.systemd.Udev.SetChildrenMax {"number":3}"#
+        );
+        assert_eq!(
+            c(Request::Property("A".into(), "b c".into())).unwrap(),
+            r#"io.systemd.Udev.SetEnvironment {"assignments":["A=b c"]}"#
+        );
+        assert_eq!(
+            c(Request::LogLevel(Level::Debug)).unwrap(),
+            r#"io.systemd.service.SetLogLevel {"level":7}"#
+        );
+        assert_eq!(c(Request::Exit).unwrap(), "io.systemd.Udev.Exit {}");
+        assert_eq!(c(Request::Status), None);
     }
 
     #[test]
