@@ -11,6 +11,10 @@
  *                                root_hwm_kb=<VmHWM of PID>"
  *   labtool cpu                 busy and total jiffies of the whole machine from /proc/stat
  *   labtool hz                  sysconf(_SC_CLK_TCK)
+ *   labtool clock               what one clock_gettime(CLOCK_BOOTTIME) costs here:
+ *                               "clock_ns=<mean of 20000 reads>" (a system call
+ *                               where the clock source has no vDSO, as the
+ *                               HPET under TCG)
  *   labtool devstat DIR         counts under DIR (normally /dev): "nodes= blk= chr=
  *                               links= dirs=" then one "links.<subdir>=<n>" per
  *                               directory holding symlinks (relative to DIR)
@@ -279,6 +283,16 @@ int main(int argc, char **argv)
         printf("%lld.%06ld\n", (long long)ts.tv_sec, ts.tv_nsec / 1000);
         return 0;
     }
+    if (argc >= 2 && !strcmp(argv[1], "clock")) {
+        struct timespec a, b, t;
+        const int n = 20000;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (int i = 0; i < n; i++) clock_gettime(CLOCK_BOOTTIME, &t);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double ns = (b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec);
+        printf("clock_ns=%.0f\n", ns / n);
+        return 0;
+    }
     if (argc >= 2 && !strcmp(argv[1], "hz")) {
         printf("%ld\n", sysconf(_SC_CLK_TCK));
         return 0;
@@ -304,6 +318,6 @@ int main(int argc, char **argv)
     }
     if (argc >= 3 && !strcmp(argv[1], "tree"))
         return tree(argc - 2, argv + 2);
-    fprintf(stderr, "usage: labtool now|hz|cpu|walk read|write DIR [ACTION]|tree PID...|devstat DIR|dump DIR|cat DIR\n");
+    fprintf(stderr, "usage: labtool now|hz|clock|cpu|walk read|write DIR [ACTION]|tree PID...|devstat DIR|dump DIR|cat DIR\n");
     return 2;
 }

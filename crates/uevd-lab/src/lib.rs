@@ -238,9 +238,24 @@ impl Lab {
             .stdout(File::create(&log)?)
             .stderr(File::create(&log)?)
             .spawn()?;
+        // Started once its sockets accept connections: a socket's file
+        // appears at bind(), a moment before listen(). udev's control
+        // socket is bound just after uevd's own.
         let control = self.run().join("uevd/control");
+        let udev_control = self.run().join("udev/control");
+        let accepts = |p: &Path| std::os::unix::net::UnixStream::connect(p).is_ok();
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !control.exists() {
+        let mut control_ready: Option<Instant> = None;
+        loop {
+            if control_ready.is_none() && accepts(&control) {
+                control_ready = Some(Instant::now());
+            }
+            if let Some(t) = control_ready {
+                // A daemon that cannot bind udev's socket still runs.
+                if accepts(&udev_control) || t.elapsed() > Duration::from_secs(2) {
+                    break;
+                }
+            }
             if Instant::now() > deadline {
                 return Err(io::Error::other(format!(
                     "uevd did not start: {}",

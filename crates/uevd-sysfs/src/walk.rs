@@ -2,10 +2,12 @@
 //! children, names sorted, symlinks never followed.
 
 use crate::Sysfs;
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
 use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What a walk visits: a device's devpath, and its directory.
 pub struct Visit<'a> {
@@ -26,26 +28,93 @@ fn sorted_subdirs(dir: &Path) -> Vec<PathBuf> {
     dirs
 }
 
+/// A directory still to list: its name below an open parent (the top has
+/// none), and its path.
+struct Pending {
+    parent: Option<Arc<Dir>>,
+    path: PathBuf,
+}
+
+/// The sorted subdirectories of an open directory, and whether it holds a
+/// `uevent` file (which makes it a device). The entries' types come with
+/// the listing (sysfs, like most file systems, fills them in), so no file
+/// is looked up on its own.
+fn list(dir: &mut Dir) -> (bool, Vec<Vec<u8>>) {
+    let mut device = false;
+    let mut subdirs = Vec::new();
+    while let Some(Ok(e)) = dir.read() {
+        let name = e.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let kind = match e.file_type() {
+            FileType::Unknown => dir
+                .fd()
+                .ok()
+                .and_then(|fd| {
+                    rustix::fs::statat(fd, e.file_name(), AtFlags::SYMLINK_NOFOLLOW).ok()
+                })
+                .map_or(FileType::Unknown, |st| FileType::from_raw_mode(st.st_mode)),
+            kind => kind,
+        };
+        match kind {
+            FileType::Directory => subdirs.push(name.to_vec()),
+            FileType::RegularFile if name == b"uevent" => device = true,
+            _ => {}
+        }
+    }
+    subdirs.sort_unstable();
+    (device, subdirs)
+}
+
 /// Visits every device below `/devices` (each directory with a `uevent`
 /// file), parents first. Returns how many were visited.
+///
+/// Each directory is opened relative to its parent's open descriptor (one
+/// path component for the kernel to look up, not the whole path from
+/// /sys) and listed once: four system calls a directory.
 pub fn walk_devices(sysfs: &Sysfs, mut visit: impl FnMut(Visit<'_>)) -> io::Result<usize> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
     let top = sysfs.root().join("devices");
-    fs::metadata(&top)?;
     let mut count = 0;
-    let mut stack = vec![top];
-    while let Some(dir) = stack.pop() {
-        if dir.join("uevent").is_file() {
-            if let Some(devpath) = sysfs.devpath_of(&dir) {
+    let mut stack = vec![Pending {
+        parent: None,
+        path: top.clone(),
+    }];
+    while let Some(Pending { parent, path }) = stack.pop() {
+        let opened = match &parent {
+            Some(p) => match (p.fd(), path.file_name()) {
+                (Ok(fd), Some(name)) => rustix::fs::openat(fd, name, flags, Mode::empty()),
+                _ => continue,
+            },
+            None => rustix::fs::open(&path, flags, Mode::empty()),
+        };
+        drop(parent);
+        let fd = match opened {
+            Ok(fd) => fd,
+            // The top must be there; anything below may have gone since
+            // its parent was listed.
+            Err(e) if path == top => return Err(e.into()),
+            Err(_) => continue,
+        };
+        let mut dir = Dir::new(fd)?;
+        let (device, subdirs) = list(&mut dir);
+        if device {
+            if let Some(devpath) = sysfs.devpath_of(&path) {
                 visit(Visit {
                     devpath: &devpath,
-                    path: &dir,
+                    path: &path,
                 });
                 count += 1;
             }
         }
-        let mut children = sorted_subdirs(&dir);
-        children.reverse();
-        stack.extend(children);
+        let dir = Arc::new(dir);
+        for name in subdirs.into_iter().rev() {
+            stack.push(Pending {
+                parent: Some(dir.clone()),
+                path: path.join(std::ffi::OsStr::from_bytes(&name)),
+            });
+        }
     }
     Ok(count)
 }
@@ -176,6 +245,58 @@ mod tests {
             ]
         );
         assert_eq!(n, 4);
+    }
+
+    #[test]
+    fn only_a_regular_uevent_file_makes_a_device() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        fake_device(root, "/devices/real", "x", "");
+        fs::create_dir_all(root.join("devices/dir-named-uevent/uevent")).unwrap();
+        fs::create_dir_all(root.join("devices/linked")).unwrap();
+        std::os::unix::fs::symlink(
+            root.join("devices/real/uevent"),
+            root.join("devices/linked/uevent"),
+        )
+        .unwrap();
+        let mut seen = Vec::new();
+        walk_devices(&Sysfs::new(root), |v| seen.push(v.devpath.to_vec())).unwrap();
+        assert_eq!(seen, [b"/devices/real".to_vec()]);
+        assert!(walk_devices(&Sysfs::new(root.join("none")), |_| {}).is_err());
+    }
+
+    /// On this machine's sysfs: exactly the directories below
+    /// /sys/devices with a regular `uevent` file, parents first, as a
+    /// plain recursive walk by path finds them.
+    #[test]
+    fn the_real_sysfs_walk_finds_what_a_walk_by_path_finds() {
+        fn by_path(dir: &Path, out: &mut Vec<PathBuf>) {
+            if fs::symlink_metadata(dir.join("uevent")).is_ok_and(|m| m.is_file()) {
+                out.push(dir.to_path_buf());
+            }
+            let Ok(rd) = fs::read_dir(dir) else { return };
+            let mut subdirs: Vec<PathBuf> = rd
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect();
+            subdirs.sort();
+            for d in subdirs {
+                by_path(&d, out);
+            }
+        }
+        let sys = Path::new("/sys");
+        if !sys.join("devices").is_dir() {
+            return;
+        }
+        let mut expected = Vec::new();
+        by_path(&sys.join("devices"), &mut expected);
+        let mut seen = Vec::new();
+        walk_devices(&Sysfs::new(sys), |v| seen.push(v.path.to_path_buf())).unwrap();
+        // Devices may come and go meanwhile; this machine's are few and
+        // settled.
+        assert_eq!(seen, expected);
+        assert!(seen.len() > 10, "{}", seen.len());
     }
 
     #[test]
