@@ -152,21 +152,25 @@ impl Daemon {
     /// Reads an `add` for every device in sysfs whose devpath is not in
     /// `skip`, subsystems first, then devices parents first.
     fn read_all(&self, skip: &HashSet<Box<[u8]>>, mut each: impl FnMut(Uevent)) {
-        let mut read = |devpath: &[u8]| {
+        let mut read = |devpath: &[u8], dir: Option<std::os::unix::io::BorrowedFd<'_>>| {
             if skip.contains(devpath) {
                 return;
             }
-            match self.sysfs.read_event(Action::Add, devpath) {
+            let read = match dir {
+                Some(dir) => self.sysfs.read_event_in(dir, Action::Add, devpath),
+                None => self.sysfs.read_event(Action::Add, devpath),
+            };
+            match read {
                 Ok(ev) if ev.subsystem().is_some() => each(ev),
                 Ok(_) => {}
                 // Gone since the directory was listed, or unreadable.
                 Err(e) => log::debug!("{}: {e}", String::from_utf8_lossy(devpath)),
             }
         };
-        if let Err(e) = walk_subsystems(&self.sysfs, |v| read(v.devpath)) {
+        if let Err(e) = walk_subsystems(&self.sysfs, |v| read(v.devpath, v.dir)) {
             log::warn!("walking subsystems: {e}");
         }
-        if let Err(e) = walk_devices(&self.sysfs, |v| read(v.devpath)) {
+        if let Err(e) = walk_devices(&self.sysfs, |v| read(v.devpath, v.dir)) {
             log::warn!("walking devices: {e}");
         }
     }

@@ -241,8 +241,30 @@ impl Sysfs {
                 .map_err(ReadError::Parse);
         }
         let dir = self.syspath(devpath);
-        let uevent = fs::read(dir.join("uevent")).map_err(ReadError::Io)?;
+        let uevent = read_attribute_file(&dir.join("uevent")).map_err(ReadError::Io)?;
         let subsystem = link_basename(&dir.join("subsystem"));
+        Uevent::synthesize(action, devpath, subsystem.as_deref(), &uevent, &[])
+            .map_err(ReadError::Parse)
+    }
+
+    /// [`Sysfs::read_event`] for a device whose directory is open (as a
+    /// walk has it): each file is one path component for the kernel to
+    /// look up, not the whole path from /sys.
+    pub fn read_event_in(
+        &self,
+        dir: BorrowedFd<'_>,
+        action: Action,
+        devpath: &[u8],
+    ) -> Result<Uevent, ReadError> {
+        if let Some(subsystem) = kernel_event_subsystem(devpath) {
+            return Uevent::synthesize(action, devpath, Some(subsystem), b"", &[])
+                .map_err(ReadError::Parse);
+        }
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+        let file = rustix::fs::openat(dir, "uevent", flags, Mode::empty())
+            .map_err(|e| ReadError::Io(e.into()))?;
+        let uevent = read_opened(file).map_err(ReadError::Io)?;
+        let subsystem = link_basename_at(dir, OsStr::new("subsystem"));
         Uevent::synthesize(action, devpath, subsystem.as_deref(), &uevent, &[])
             .map_err(ReadError::Parse)
     }
@@ -682,6 +704,30 @@ mod tests {
         let class = root.join("class").join(subsystem);
         fs::create_dir_all(&class).unwrap();
         symlink(&class, dir.join("subsystem")).unwrap();
+    }
+
+    #[test]
+    fn an_event_read_through_the_open_directory_is_the_one_read_by_path() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        fake_device(
+            root,
+            "/devices/virtual/net/v0",
+            "net",
+            "INTERFACE=v0\nIFINDEX=7\n",
+        );
+        let sysfs = Sysfs::new(root);
+        let dp = b"/devices/virtual/net/v0";
+        let dir = fs::File::open(root.join("devices/virtual/net/v0")).unwrap();
+        let by_path = sysfs.read_event(Action::Add, dp).unwrap();
+        let in_dir = sysfs.read_event_in(dir.as_fd(), Action::Add, dp).unwrap();
+        assert_eq!(by_path.to_nulstr(), in_dir.to_nulstr());
+        assert_eq!(in_dir.subsystem(), Some(&b"net"[..]));
+        assert_eq!(in_dir.get(b"IFINDEX"), Some(&b"7"[..]));
+        let gone = fs::File::open(root.join("devices/virtual")).unwrap();
+        assert!(sysfs
+            .read_event_in(gone.as_fd(), Action::Add, b"/devices/virtual")
+            .is_err());
     }
 
     #[test]

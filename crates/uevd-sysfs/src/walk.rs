@@ -6,13 +6,16 @@ use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
 use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::io::BorrowedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// What a walk visits: a device's devpath, and its directory.
+/// What a walk visits: a device's devpath, and its directory (open, when
+/// the walk has it open).
 pub struct Visit<'a> {
     pub devpath: &'a [u8],
     pub path: &'a Path,
+    pub dir: Option<BorrowedFd<'a>>,
 }
 
 fn sorted_subdirs(dir: &Path) -> Vec<PathBuf> {
@@ -104,6 +107,7 @@ pub fn walk_devices(sysfs: &Sysfs, mut visit: impl FnMut(Visit<'_>)) -> io::Resu
                 visit(Visit {
                     devpath: &devpath,
                     path: &path,
+                    dir: dir.fd().ok(),
                 });
                 count += 1;
             }
@@ -131,6 +135,7 @@ pub fn walk_subsystems(sysfs: &Sysfs, mut visit: impl FnMut(Visit<'_>)) -> io::R
                 visit(Visit {
                     devpath: &devpath,
                     path: dir,
+                    dir: None,
                 });
                 count += 1;
             }
