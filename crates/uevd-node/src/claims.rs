@@ -119,7 +119,6 @@ impl LinkClaims {
     }
 
     /// Who owns `link` now.
-    #[cfg(test)]
     pub fn owner(&self, link: &[u8]) -> Option<&Claimant> {
         self.links
             .get(link)?
@@ -205,10 +204,13 @@ impl Links {
         for link in new {
             self.read_claims(&mut state, link);
             let changed = state.claims.priority(link, &me.key) != Some(priority);
+            // Claimed already (now, or by an earlier process): its
+            // directory is there.
+            let known = state.claims.owner(link).is_some();
             let owner = state.claims.claim(link, priority, me.clone());
             if changed {
                 if let Some(stack) = &self.stack {
-                    if let Err(e) = stack.add(link, me, priority) {
+                    if let Err(e) = stack.add(link, me, priority, known) {
                         errors.push(e);
                     }
                 }
@@ -322,9 +324,17 @@ impl Stack {
         p
     }
 
-    /// Records `who`'s claim: one symlink in the common case (the link's
-    /// directory exists, the entry does not).
-    fn add(&self, link: &[u8], who: &Claimant, priority: i32) -> Result<(), NodeError> {
+    /// Records `who`'s claim: one symlink when the link's directory is
+    /// `known` to exist, else the directory and then the symlink (a link
+    /// nobody claimed before, as every link of a new device is), without
+    /// first failing on the missing directory.
+    fn add(
+        &self,
+        link: &[u8],
+        who: &Claimant,
+        priority: i32,
+        known: bool,
+    ) -> Result<(), NodeError> {
         let mut target = format!("{priority}:").into_bytes();
         target.extend_from_slice(&self.dev);
         target.push(b'/');
@@ -335,17 +345,21 @@ impl Stack {
             std::ffi::OsStr::from_bytes(&entry),
         );
         let err = |e| stack_error(link, e);
+        let mkdir = || match rfs::mkdirat(
+            &self.dir,
+            std::ffi::OsStr::from_bytes(&escape(link)),
+            Mode::from_raw_mode(0o700),
+        ) {
+            Ok(()) | Err(Errno::EXIST) => Ok(()),
+            Err(e) => Err(err(e)),
+        };
+        if !known {
+            mkdir()?;
+        }
         match rfs::symlinkat(target, &self.dir, entry) {
             Ok(()) => Ok(()),
             Err(Errno::NOENT) => {
-                match rfs::mkdirat(
-                    &self.dir,
-                    std::ffi::OsStr::from_bytes(&escape(link)),
-                    Mode::from_raw_mode(0o700),
-                ) {
-                    Ok(()) | Err(Errno::EXIST) => {}
-                    Err(e) => return Err(err(e)),
-                }
+                mkdir()?;
                 rfs::symlinkat(target, &self.dir, entry).map_err(err)
             }
             Err(Errno::EXIST) => {
