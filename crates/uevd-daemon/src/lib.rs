@@ -24,6 +24,7 @@ mod manager;
 mod modules;
 pub mod notify;
 pub mod pipeline;
+mod prefetch;
 mod reconcile;
 mod rootdev;
 mod rules;
