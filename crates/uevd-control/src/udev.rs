@@ -28,8 +28,10 @@ use rustix::fd::{AsFd, OwnedFd};
 use rustix::net::{
     sockopt, AddressFamily, RecvFlags, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
 };
+use std::ffi::OsStr;
 use std::fmt;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -195,6 +197,9 @@ fn seqpacket() -> io::Result<OwnedFd> {
 pub struct Listener {
     fd: OwnedFd,
     path: PathBuf,
+    /// Bound by this process (and removed when dropped), or passed on by a
+    /// service manager, which keeps the path for the next daemon.
+    owned: bool,
 }
 
 impl Listener {
@@ -214,6 +219,49 @@ impl Listener {
         Ok(Listener {
             fd,
             path: path.to_path_buf(),
+            owned: true,
+        })
+    }
+
+    /// Takes over a listening socket that a service manager bound and
+    /// passed on (systemd's `systemd-udevd-control.socket`:
+    /// `ListenSequentialPacket=/run/udev/control`). Anything but a bound
+    /// AF_UNIX SOCK_SEQPACKET socket is refused (and given back). The path
+    /// stays when the listener is dropped: the service manager holds the
+    /// socket for the next daemon.
+    pub fn from_fd(fd: OwnedFd) -> Result<Listener, (OwnedFd, io::Error)> {
+        let path = (|| {
+            if sockopt::socket_domain(&fd)? != AddressFamily::UNIX
+                || sockopt::socket_type(&fd)? != SocketType::SEQPACKET
+            {
+                return Ok(None);
+            }
+            let addr = SocketAddrUnix::try_from(rustix::net::getsockname(&fd)?);
+            Ok::<_, rustix::io::Errno>(addr.ok().and_then(|a| {
+                a.path()
+                    .map(|p| PathBuf::from(OsStr::from_bytes(p.to_bytes())))
+            }))
+        })();
+        let path = match path {
+            Ok(Some(p)) => p,
+            Ok(None) => {
+                let e = io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "not a SOCK_SEQPACKET socket bound to a path",
+                );
+                return Err((fd, e));
+            }
+            Err(e) => return Err((fd, e.into())),
+        };
+        let setup = rustix::io::ioctl_fionbio(&fd, true)
+            .and_then(|()| rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC));
+        if let Err(e) = setup {
+            return Err((fd, e.into()));
+        }
+        Ok(Listener {
+            fd,
+            path,
+            owned: false,
         })
     }
 
@@ -247,7 +295,9 @@ impl AsFd for Listener {
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        if self.owned {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 

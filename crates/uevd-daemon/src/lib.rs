@@ -14,6 +14,7 @@
 //! a plain [`Config`], so the command line, a unit or a test start it the
 //! same way. `docs/design.md` explains the data flow and its budget.
 
+mod activation;
 mod announce;
 mod coldplug;
 mod config;

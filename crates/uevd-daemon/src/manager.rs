@@ -79,8 +79,14 @@ pub fn run(config: Config) -> io::Result<()> {
     let opts = &config;
     // Bind everything before detaching, so that no event sent after the
     // parent returns is lost.
-    let kernel = UeventSocket::kernel(opts.receive_buffer)
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen to kernel uevents: {e}")))?;
+    // Sockets a service manager holds for the device manager come first.
+    let passed = crate::activation::take();
+    let kernel = match passed.kernel {
+        Some(k) => k,
+        None => UeventSocket::kernel(opts.receive_buffer).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot listen to kernel uevents: {e}"))
+        })?,
+    };
     let granted = kernel.receive_buffer().unwrap_or(0);
     let control_path = config.control();
     let control = Listener::bind(&control_path)
@@ -92,7 +98,10 @@ pub fn run(config: Config) -> io::Result<()> {
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", udev_dir.display())))?;
     // libudev takes the existence of /run/udev/control to mean that a
     // device manager runs, and udevadm talks to it there.
-    let udev_control = crate::udev_control::bind(&udev_dir.join("control"));
+    let udev_control = match passed.udev_control {
+        Some(l) => Some(l),
+        None => crate::udev_control::bind(&udev_dir.join("control")),
+    };
     let varlink = crate::varlink::bind(&udev_dir.join(uevd_control::varlink::SOCKET_NAME));
     let dev = DevDir::open(&config.dev)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", config.dev.display())))?;

@@ -112,6 +112,37 @@ impl UeventSocket {
         })
     }
 
+    /// Takes over a kernel uevent socket that a service manager opened and
+    /// passed on (systemd's `systemd-udevd-kernel.socket`: `ListenNetlink=
+    /// kobject-uevent 1`, with its large receive buffer). Events the kernel
+    /// sent while no daemon ran, or while the previous one restarted, are
+    /// waiting in it. Anything but a NETLINK_KOBJECT_UEVENT socket is
+    /// refused (and given back).
+    pub fn kernel_from_fd(fd: OwnedFd) -> Result<UeventSocket, (OwnedFd, io::Error)> {
+        let is_uevent = sockopt::socket_domain(&fd) == Ok(AddressFamily::NETLINK)
+            && sockopt::socket_protocol(&fd) == Ok(Some(KOBJECT_UEVENT));
+        if !is_uevent {
+            let e = io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a NETLINK_KOBJECT_UEVENT socket",
+            );
+            return Err((fd, e));
+        }
+        // The kernel socket's sender check needs the credentials; the main
+        // loop never blocks on it; programs that rules start do not get it.
+        let setup = sockopt::set_socket_passcred(&fd, true)
+            .and_then(|()| rustix::io::ioctl_fionbio(&fd, true))
+            .and_then(|()| rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC));
+        if let Err(e) = setup {
+            return Err((fd, e.into()));
+        }
+        Ok(UeventSocket {
+            fd,
+            source: Source::Kernel,
+            buf: vec![0; MAX_MESSAGE],
+        })
+    }
+
     /// Listens to processed events announced by a device manager.
     pub fn udev_monitor(receive_buffer: usize) -> io::Result<UeventSocket> {
         Ok(UeventSocket {

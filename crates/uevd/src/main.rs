@@ -110,10 +110,13 @@ enum Command {
     /// changing nothing.
     Builtin(builtin::Options),
     /// Draw the boot as an HTML timeline: initcalls, events, programs, modules.
+    #[cfg(feature = "report")]
     Graph(graph::Options),
     /// Statistics of boot phases over several boots, groups side by side.
+    #[cfg(feature = "report")]
     Stats(stats::Options),
     /// Where a journal's time went: the slowest events, subsystems, programs and modules.
+    #[cfg(feature = "report")]
     Blame(blame::Options),
     /// Load or remove kernel modules as kmod's modprobe does, in-process.
     Modprobe(modprobe::Options),
@@ -160,8 +163,11 @@ fn main() -> ExitCode {
         Command::Info(o) => info::run(&cli.roots, o),
         Command::Cat(o) => cat::run(&cli.roots, o),
         Command::Builtin(o) => builtin::run(&cli.roots, o),
+        #[cfg(feature = "report")]
         Command::Graph(o) => graph::run(o),
+        #[cfg(feature = "report")]
         Command::Stats(o) => stats::run(o),
+        #[cfg(feature = "report")]
         Command::Blame(o) => blame::run(o),
         Command::Modprobe(o) => modprobe::run(o),
         Command::Hwdb(o) => hwdb::run(o),

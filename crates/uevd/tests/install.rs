@@ -205,3 +205,80 @@ fn install_reinstall_and_uninstall_into_a_destdir() {
         all_files(d)
     );
 }
+
+/// The README's switch-over on an installed tree, offline: `systemctl
+/// --root=DESTDIR enable` of uevd's three units (with the default
+/// /usr/local prefix, which systemd reads units from) must make udev's unit
+/// names point at uevd's and hook them into sysinit.target, and uevd's unit
+/// must take over udev's two sockets (`Sockets=`), which systemd passes to
+/// whatever systemd-udevd.service names. `lab/systemd-boot` boots the
+/// result. Skipped where systemctl is missing.
+#[test]
+fn systemctl_enable_makes_udevs_names_mean_uevds_units() {
+    let Ok(v) = Command::new("systemctl").arg("--version").output() else {
+        eprintln!("skipped: no systemctl");
+        return;
+    };
+    assert!(v.status.success());
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let out = install(d, &["--with=systemd"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let units = d.join("usr/local/lib/systemd/system");
+    let unit = std::fs::read_to_string(units.join("uevd.service")).unwrap();
+    assert!(
+        unit.lines()
+            .any(|l| l == "Sockets=systemd-udevd-control.socket systemd-udevd-kernel.socket"),
+        "{unit}"
+    );
+    assert!(
+        unit.contains("ExecStart=/usr/local/bin/uevd daemon"),
+        "{unit}"
+    );
+    let out = Command::new("systemctl")
+        .arg(format!("--root={}", d.display()))
+        .args([
+            "enable",
+            "uevd.service",
+            "uevd-trigger.service",
+            "uevd-settle.service",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let etc = d.join("etc/systemd/system");
+    let target = |name: &str| -> PathBuf {
+        std::fs::read_link(etc.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    for (alias, unit) in [
+        ("systemd-udevd.service", "uevd.service"),
+        ("udev.service", "uevd.service"),
+        ("systemd-udev-trigger.service", "uevd-trigger.service"),
+        ("systemd-udev-settle.service", "uevd-settle.service"),
+        ("sysinit.target.wants/uevd.service", "uevd.service"),
+        (
+            "sysinit.target.wants/uevd-trigger.service",
+            "uevd-trigger.service",
+        ),
+    ] {
+        assert_eq!(
+            target(alias),
+            Path::new("/usr/local/lib/systemd/system").join(unit),
+            "{alias}"
+        );
+    }
+    // Nothing of udev's is masked: its sockets stay for uevd.
+    for f in all_files(&etc) {
+        if let Ok(t) = std::fs::read_link(&f) {
+            assert_ne!(t, Path::new("/dev/null"), "{} is masked", f.display());
+        }
+    }
+}

@@ -307,3 +307,158 @@ fn udevadm_252_exit_with_queued_events_hands_them_to_the_next_daemon() {
     let nets = lab.db_ids().iter().filter(|i| i.starts_with('n')).count();
     assert_eq!(nets, 20, "{:?}", lab.db_ids());
 }
+
+/// Opens, in a child between fork and exec, the two sockets systemd's
+/// systemd-udevd-kernel.socket and systemd-udevd-control.socket hold, and
+/// puts them at descriptors 3 and 4 as socket activation passes them.
+/// Returns -1 on the first failing call (the spawn then fails).
+fn open_passed_sockets(control: &std::ffi::CStr) -> i32 {
+    // SAFETY: plain system calls on descriptors this child owns; nothing
+    // allocates.
+    unsafe {
+        let nl = libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_DGRAM,
+            libc::NETLINK_KOBJECT_UEVENT,
+        );
+        if nl < 0 {
+            return -1;
+        }
+        let mut sa: libc::sockaddr_nl = std::mem::zeroed();
+        sa.nl_family = libc::AF_NETLINK as u16;
+        sa.nl_groups = 1;
+        let len = std::mem::size_of::<libc::sockaddr_nl>() as u32;
+        if libc::bind(nl, &sa as *const _ as *const libc::sockaddr, len) < 0 {
+            return -1;
+        }
+        let one: libc::c_int = 1;
+        libc::setsockopt(
+            nl,
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            &one as *const _ as *const libc::c_void,
+            4,
+        );
+        if nl != 3 && (libc::dup2(nl, 3) < 0 || libc::close(nl) < 0) {
+            return -1;
+        }
+        let ctl = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0);
+        if ctl < 0 {
+            return -1;
+        }
+        let mut su: libc::sockaddr_un = std::mem::zeroed();
+        su.sun_family = libc::AF_UNIX as u16;
+        let path = control.to_bytes();
+        if path.len() >= su.sun_path.len() {
+            return -1;
+        }
+        for (d, s) in su.sun_path.iter_mut().zip(path) {
+            *d = *s as libc::c_char;
+        }
+        let len = std::mem::size_of::<libc::sockaddr_un>() as u32;
+        if libc::bind(ctl, &su as *const _ as *const libc::sockaddr, len) < 0
+            || libc::listen(ctl, 16) < 0
+        {
+            return -1;
+        }
+        if ctl != 4 && (libc::dup2(ctl, 4) < 0 || libc::close(ctl) < 0) {
+            return -1;
+        }
+        0
+    }
+}
+
+/// Kernel uevent sockets (NETLINK_KOBJECT_UEVENT bound to the kernel's
+/// group) in the lab's network namespace, from /proc/net/netlink.
+fn kernel_uevent_sockets(lab: &Lab) -> usize {
+    let table = lab.sh("cat /proc/net/netlink").unwrap();
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[1] == "15" && f[3] == "00000001"
+        })
+        .count()
+}
+
+/// Under systemd, uevd's unit names udev's two sockets in `Sockets=`:
+/// systemd opens them early (the kernel one with a 128 MiB buffer, which
+/// keeps events while the daemon starts or restarts) and passes them
+/// (`LISTEN_PID`, `LISTEN_FDS`, descriptors 3 and 4). uevd must take them
+/// over: no kernel socket of its own, udevadm answered on the passed
+/// control socket, events received through the passed one, and the
+/// control socket's path left to the service manager when uevd exits.
+#[test]
+fn takes_over_the_sockets_systemd_passes() {
+    use std::os::unix::process::CommandExt;
+    let _s = serial();
+    let Some(adm) = udevadm_252() else { return };
+    let lab = Lab::new().unwrap();
+    assert_eq!(kernel_uevent_sockets(&lab), 0);
+    let udev_dir = lab.run().join("udev");
+    std::fs::create_dir_all(&udev_dir).unwrap();
+    let control_inside = lab.root().join("run/udev/control");
+    let control = std::ffi::CString::new(control_inside.as_os_str().as_encoded_bytes()).unwrap();
+    let log = lab.root().join("uevd-activated.log");
+    let mut cmd = lab.command("sh");
+    cmd.arg("-c")
+        .arg("LISTEN_PID=$$ LISTEN_FDS=2 LISTEN_FDNAMES=kernel:control exec \"$0\" \"$@\"")
+        .arg(uevd())
+        .args(lab.uevd_roots())
+        .args(["daemon", "--log-level", "info"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(lab.outside(&log)).unwrap())
+        .stderr(std::fs::File::create(lab.outside(&log)).unwrap());
+    // SAFETY: open_passed_sockets only makes system calls.
+    unsafe {
+        cmd.pre_exec(move || match open_passed_sockets(&control) {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let own_control = lab.run().join("uevd/control");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !own_control.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "uevd did not start: {}",
+            std::fs::read_to_string(lab.outside(&log)).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let log_text = || std::fs::read_to_string(lab.outside(&log)).unwrap_or_default();
+    // One kernel socket in the namespace: the passed one, which uevd holds.
+    assert_eq!(kernel_uevent_sockets(&lab), 1, "{}", log_text());
+    ok(
+        udevadm(&lab, &adm, &["control", "--ping"]),
+        "control --ping on the passed socket",
+    );
+    // Events come in through the passed kernel socket.
+    lab.ip_batch(&veth_pairs("act", 1)).unwrap();
+    lab.settle(uevd()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while lab.db_ids().iter().filter(|i| i.starts_with('n')).count() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "no events processed: {:?} {}",
+            lab.db_ids(),
+            log_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ok(
+        lab.uevd(uevd(), &["control", "--exit"]).unwrap(),
+        "control --exit",
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "uevd did not exit");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let text = log_text();
+    assert!(text.contains("passed by the service manager"), "{text}");
+    // The service manager still holds /run/udev/control for the next daemon.
+    assert!(lab.run().join("udev/control").exists(), "{text}");
+}

@@ -1,11 +1,13 @@
 //! One module per subcommand; each turns its options into calls on the
 //! library crates and prints the outcome.
 
+#[cfg(feature = "report")]
 pub mod blame;
 pub mod builtin;
 pub mod cat;
 pub mod control;
 pub mod daemon;
+#[cfg(feature = "report")]
 pub mod graph;
 pub mod hwdb;
 pub mod info;
@@ -15,6 +17,7 @@ pub mod monitor;
 pub mod process;
 pub mod select;
 pub mod settle;
+#[cfg(feature = "report")]
 pub mod stats;
 pub mod test;
 pub mod trigger;
@@ -23,4 +26,5 @@ pub mod wait;
 
 /// The running daemon's timeline journal, where reports look when given
 /// nothing (the daemon's default `--timeline` under /run).
+#[cfg(feature = "report")]
 pub const RUNNING_JOURNAL: &str = "/run/uevd/timeline.jsonl";
