@@ -113,21 +113,22 @@ pub(crate) fn device_dir(root: &Path, dev: DevNum) -> Option<PathBuf> {
     Some(dir)
 }
 
-/// A binary attribute's whole content (at most 4 KiB, more is not used).
+/// A binary attribute's whole content (under 4 KiB; longer is not used).
+/// kernfs hands a binary attribute's content, up to a page, to a single
+/// read (`memory_read_from_buffer()` on the kernel's copy), so a read that
+/// returns less than it asked for has reached the end.
 fn read_attr(path: &Path) -> Option<Vec<u8>> {
     let mut f = std::fs::File::open(path).ok()?;
     let mut buf = vec![0u8; 4096];
-    let mut n = 0;
-    loop {
-        if n == buf.len() {
-            return None;
-        }
-        match f.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
+    let n = loop {
+        match f.read(&mut buf) {
+            Ok(n) => break n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return None,
         }
+    };
+    if n == buf.len() {
+        return None;
     }
     buf.truncate(n);
     Some(buf)
