@@ -7,6 +7,10 @@
 //! failed attempts left in those buffers. The same buffers are kept here,
 //! and where the program would read past one (stack garbage) or write past
 //! one, the emulation defers to the program instead of guessing.
+//!
+//! An INQUIRY is answered from the kernel's copy in sysfs instead of the
+//! device when that copy is exactly the device's answer (`sg::sysfs` says
+//! when); the node is opened once for both of the program's opens.
 
 use crate::sg::getopt::{self, Event, LongOpt};
 use crate::sg::sysfs::Cached;
