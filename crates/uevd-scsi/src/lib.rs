@@ -1,6 +1,8 @@
 //! udev 252's SCSI and ATA helper programs (`scsi_id`, `ata_id`,
 //! `cdrom_id`) run in-process: the same option parsing, the same SG_IO and
 //! ioctl requests, and the `--export` lines the program would print.
+//! scsi_id leaves out the INQUIRY commands whose answer the kernel already
+//! holds, byte for byte, in sysfs (`sg::sysfs`).
 //!
 //! They are a crate of their own because they are a device-protocol layer
 //! (SG_IO headers, sense data, scripted devices for tests) with nothing of

@@ -7,8 +7,13 @@
 //! failed attempts left in those buffers. The same buffers are kept here,
 //! and where the program would read past one (stack garbage) or write past
 //! one, the emulation defers to the program instead of guessing.
+//!
+//! An INQUIRY is answered from the kernel's copy in sysfs instead of the
+//! device when that copy is exactly the device's answer (`sg::sysfs` says
+//! when); the node is opened once for both of the program's opens.
 
 use crate::sg::getopt::{self, Event, LongOpt};
+use crate::sg::sysfs::Cached;
 use crate::sg::{self, defer_if_denied, Node, Open, Stop, V3, V4};
 use crate::text::{c_str, encode_devnode_name, has_control, sanitize, utf8_is_valid};
 use crate::{set, Properties};
@@ -256,10 +261,9 @@ fn split_options(s: &[u8]) -> Vec<Vec<u8>> {
 /// read differently than this (odd line ends, NULs, lines over its limit,
 /// read errors) is left to the program.
 fn file_options(path: &[u8], vendor: Option<(&[u8], &[u8])>) -> Result<FileOptions, Stop> {
-    use std::os::unix::ffi::OsStrExt;
-    let text = match std::fs::read(std::ffi::OsStr::from_bytes(c_str(path))) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(FileOptions::NoMatch),
+    let text = match config::text(c_str(path)) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Ok(FileOptions::NoMatch),
         Err(e) => return Err(Stop::Defer(format!("config file unreadable: {e}"))),
     };
     if text.iter().any(|&c| c == b'\r' || c == 0) {
@@ -327,6 +331,88 @@ fn file_options(path: &[u8], vendor: Option<(&[u8], &[u8])>) -> Result<FileOptio
     Ok(FileOptions::NoMatch)
 }
 
+mod config {
+    //! The program reads its config file twice per run; here it is read
+    //! once and kept, and looked at again (a `stat`) at most every
+    //! [`RECHECK`], as udevd looks for changed rules files: a file changed
+    //! since is read again, one removed is forgotten.
+
+    use std::collections::BTreeMap;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    pub(super) const RECHECK: Duration = Duration::from_secs(3);
+
+    /// What identifies one version of the file (None: absent).
+    type Stamp = Option<(u64, u64, u64, i64, i64, i64, i64)>;
+
+    struct Entry {
+        stamp: Stamp,
+        text: Option<Arc<Vec<u8>>>,
+        checked: Instant,
+    }
+
+    static FILES: Mutex<BTreeMap<Vec<u8>, Entry>> = Mutex::new(BTreeMap::new());
+
+    fn stamp(path: &std::path::Path) -> std::io::Result<Stamp> {
+        match std::fs::metadata(path) {
+            Ok(m) => Ok(Some((
+                m.dev(),
+                m.ino(),
+                m.size(),
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime(),
+                m.ctime_nsec(),
+            ))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The file's content, None when it does not exist; errors are not
+    /// kept.
+    pub(super) fn text(path: &[u8]) -> std::io::Result<Option<Arc<Vec<u8>>>> {
+        let now = Instant::now();
+        let mut files = FILES.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = files.get_mut(path) {
+            if now.duration_since(e.checked) < RECHECK {
+                return Ok(e.text.clone());
+            }
+        }
+        let p = std::path::Path::new(std::ffi::OsStr::from_bytes(path));
+        let st = stamp(p)?;
+        if let Some(e) = files.get_mut(path) {
+            if e.stamp == st {
+                e.checked = now;
+                return Ok(e.text.clone());
+            }
+        }
+        let text = match st {
+            None => None,
+            Some(_) => match std::fs::read(p) {
+                Ok(t) => Some(Arc::new(t)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => {
+                    files.remove(path);
+                    return Err(e);
+                }
+            },
+        };
+        files.insert(
+            path.to_vec(),
+            Entry {
+                stamp: st,
+                text: text.clone(),
+                checked: now,
+            },
+        );
+        Ok(text)
+    }
+}
+
 /// `struct scsi_id_device`, buffers and all.
 struct Dev {
     use_sg: i32,
@@ -340,6 +426,8 @@ struct Dev {
     wwn: [u8; 17],
     wwn_vendor_extension: [u8; 17],
     tgpt_group: [u8; 8],
+    /// The kernel's copies of what the device answered (not the program's).
+    cache: Cached,
 }
 
 impl Dev {
@@ -356,6 +444,7 @@ impl Dev {
             wwn: [0; 17],
             wwn_vendor_extension: [0; 17],
             tgpt_group: [0; 8],
+            cache: Cached::default(),
         }
     }
 }
@@ -406,6 +495,13 @@ fn inquiry(
     page: u8,
     buf: &mut [u8; INQ_LEN],
 ) -> Result<bool, Stop> {
+    // The device's answer as the kernel keeps it: what the device would
+    // transfer, with a clean status (see `sg::sysfs`).
+    if let Some(data) = dev.cache.answer(evpd, page) {
+        let n = data.len().min(INQ_LEN);
+        buf[..n].copy_from_slice(&data[..n]);
+        return Ok(true);
+    }
     let cdb = [0x12, evpd, page, 0, INQ_LEN as u8, 0];
     let mut retry = 3;
     loop {
@@ -850,12 +946,13 @@ fn open(opener: &dyn Open, path: &[u8]) -> Result<Option<Box<dyn Node>>, Stop> {
     }
 }
 
-/// `scsi_get_serial()`.
-fn get_serial(opener: &dyn Open, path: &[u8], dev: &mut Dev, page: Page) -> Result<(), Stop> {
-    let Some(mut node) = open(opener, path)? else {
+/// `scsi_get_serial()`, on the node `scsi_std_inquiry()` opened: the
+/// program closes it and opens the path again, which only differs if the
+/// node changed in between.
+fn get_serial(node: &mut Option<Box<dyn Node>>, dev: &mut Dev, page: Page) -> Result<(), Stop> {
+    let Some(node) = node.as_deref_mut() else {
         return Ok(());
     };
-    let node = node.as_mut();
     match page {
         Page::P80 => {
             page80(node, dev, Into80::Serial)?;
@@ -931,12 +1028,15 @@ pub(crate) fn run(opener: &dyn Open, args: &[Vec<u8>], out: &mut Properties) -> 
 
     let mut dev = Dev::new(st.sg_version);
     let mut strings = Strings::default();
-    if let Some(mut node) = open(opener, &path)? {
+    let mut node = open(opener, &path)?;
+    if let Some(node) = node.as_mut() {
+        if let (Some(root), Some(devnum)) = (opener.sysfs(), node.devnum()) {
+            dev.cache = Cached::load(root, devnum);
+        }
         let mut buf = [0u8; INQ_LEN];
         if !inquiry(node.as_mut(), &mut dev, 0, 0, &mut buf)? {
             return Err(Stop::Exit(1, "INQUIRY failed".into()));
         }
-        drop(node);
         strings = standard_inquiry(&mut dev, &buf);
     }
     // A device that could not be opened is described with empty strings:
@@ -963,7 +1063,7 @@ pub(crate) fn run(opener: &dyn Open, args: &[Vec<u8>], out: &mut Properties) -> 
         return Err(Stop::Exit(1, "device not whitelisted".into()));
     }
 
-    get_serial(opener, &path, &mut dev, page)?;
+    get_serial(&mut node, &mut dev, page)?;
     export(&dev, strings, out)
 }
 
@@ -1231,6 +1331,240 @@ mod tests {
             text(&r),
             "ID_SCSI=1\nID_VENDOR=\nID_VENDOR_ENC=\nID_MODEL=\nID_MODEL_ENC=\nID_REVISION=\nID_TYPE=\n"
         );
+    }
+
+    /// A sysfs tree with `/dev/sdx` (8:16) as a SCSI disk whose `files`
+    /// hold what the kernel would have kept of `script`'s replies.
+    fn fake_sysfs(script: &Script, files: &[&str]) -> tempfile::TempDir {
+        use script::Kind;
+        let dir = tempfile::tempdir().unwrap();
+        let bus = dir.path().join("bus/scsi");
+        std::fs::create_dir_all(&bus).unwrap();
+        let dev = dir.path().join("devices/host0/target0:0:1/0:0:1:0");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::os::unix::fs::symlink(&bus, dev.join("subsystem")).unwrap();
+        let link = dir.path().join("dev/block/8:16");
+        std::fs::create_dir_all(&link).unwrap();
+        std::os::unix::fs::symlink(&dev, link.join("device")).unwrap();
+        for &f in files {
+            type Keep = fn(&[u8]) -> Vec<u8>;
+            let (cdb, kernel): (&[u8], Keep) = match f {
+                "inquiry" => (&[0x12, 0x00], |d| {
+                    // scsi_probe_lun(): sanitized names, the length it says.
+                    let mut d = d.to_vec();
+                    for (start, len) in [(8, 8), (16, 16), (32, 4)] {
+                        let mut ended = false;
+                        for c in &mut d[start..start + len] {
+                            ended |= *c == 0;
+                            if ended || !(0x20..=0x7e).contains(c) {
+                                *c = b' ';
+                            }
+                        }
+                    }
+                    let n = (usize::from(d[4]) + 5).max(36);
+                    d.truncate(n);
+                    d
+                }),
+                "vpd_pg0" => (&[0x12, 0x01, 0x00], |d| d.to_vec()),
+                "vpd_pg80" => (&[0x12, 0x01, 0x80], |d| d.to_vec()),
+                "vpd_pg83" => (&[0x12, 0x01, 0x83], |d| d.to_vec()),
+                _ => unreachable!(),
+            };
+            let data = &script.find(Kind::V3, cdb, 0).unwrap().data;
+            std::fs::write(dev.join(f), kernel(data)).unwrap();
+        }
+        dir
+    }
+
+    const ALL: &[&str] = &["inquiry", "vpd_pg0", "vpd_pg80", "vpd_pg83"];
+
+    fn outcome(r: &Result<Properties, Stop>) -> String {
+        match r {
+            Ok(p) => text(p),
+            Err(Stop::Exit(c, _)) => format!("exit {c}"),
+            Err(Stop::Defer(w)) => format!("defer {w}"),
+        }
+    }
+
+    /// The emulation with the kernel's copies of `files` and without: the
+    /// output must be the same; what went to the device with them, and
+    /// how many opens.
+    fn with_sysfs(script: Script, files: &[&str], args: &[&str]) -> (String, Vec<String>, usize) {
+        let tree = fake_sysfs(&script, files);
+        let (plain, _) = run_on(script.clone(), args);
+        let mut devs = mock::Devices::default();
+        devs.nodes.insert(b"/dev/sdx".to_vec(), script);
+        devs.devnums.insert(
+            b"/dev/sdx".to_vec(),
+            sg::DevNum {
+                block: true,
+                major: 8,
+                minor: 16,
+            },
+        );
+        devs.sysfs = Some(tree.path().to_path_buf());
+        let mut out = Properties::new();
+        let r = run(&devs, &argv(args), &mut out).map(|()| out);
+        assert_eq!(outcome(&r), outcome(&plain), "with sysfs {files:?}");
+        let log = devs.log.borrow().clone();
+        let opens = *devs.opens.borrow();
+        (outcome(&r), log, opens)
+    }
+
+    const EXPORT: &[&str] = &["scsi_id", "--export", "--whitelisted", "-d", "/dev/sdx"];
+
+    /// A device whose names fill their fields: the kernel's copy of its
+    /// standard INQUIRY is exact.
+    fn unpadded() -> Script {
+        let mut s = Script::new();
+        s.block_node();
+        s.v3(
+            &[0x12, 0x00],
+            Reply::data(script::std_inquiry(
+                0,
+                b"VENDOR01",
+                b"PRODUCT-0123456X",
+                b"R001",
+            )),
+        );
+        let naa = [
+            0x60, 0x05, 0x07, 0x68, 0x01, 0x80, 0x80, 0x2a, 0xe8, 0, 0, 0, 0, 0, 0, 0x1f,
+        ];
+        s.v3(
+            &[0x12, 0x01, 0x00],
+            Reply::data(vpd(0, 0, &[0, 0x80, 0x83])),
+        );
+        s.v3(&[0x12, 0x01, 0x80], Reply::data(vpd(0, 0x80, b"SER-42")));
+        s.v3(
+            &[0x12, 0x01, 0x83],
+            Reply::data(vpd(0, 0x83, &designator(0x01, 0x03, &naa))),
+        );
+        s
+    }
+
+    #[test]
+    fn exact_kernel_copies_answer_without_sg_io() {
+        let (out, log, opens) = with_sysfs(unpadded(), ALL, EXPORT);
+        assert!(out.contains("ID_SERIAL=3600507680180802ae80000000000001f\n"));
+        assert!(out.contains("ID_SCSI_SERIAL=SER-42\n"));
+        assert!(log.is_empty(), "{log:?}");
+        // Opened once (the program opens twice): open errors still count.
+        assert_eq!(opens, 1);
+        for page in ["0x80", "0x83", "pre-spc3-83"] {
+            let args = ["scsi_id", "-x", "-g", "-p", page, "/dev/sdx"];
+            let (_, log, _) = with_sysfs(unpadded(), ALL, &args);
+            assert!(log.is_empty(), "{page}: {log:?}");
+        }
+    }
+
+    #[test]
+    fn padded_names_send_the_standard_inquiry_only() {
+        let (out, log, opens) = with_sysfs(script::scsi_debug(0, 17, 0), ALL, EXPORT);
+        assert!(out.contains("ID_SERIAL=33333333000004a38\n"), "{out}");
+        // The v4 header refused by the block node, then INQUIRY in v3.
+        assert_eq!(log.len(), 2, "{log:?}");
+        assert!(log[0].starts_with("v4 12000000fe00 "));
+        assert!(log[1].starts_with("v3 12000000fe00 "));
+        assert_eq!(opens, 1);
+    }
+
+    #[test]
+    fn a_missing_attribute_sends_that_command_only() {
+        let (_, log, _) = with_sysfs(unpadded(), &["inquiry", "vpd_pg0", "vpd_pg83"], EXPORT);
+        // The first command to reach the device tries v4 first, as the
+        // program's first one does.
+        assert_eq!(log.len(), 2, "{log:?}");
+        assert!(log[0].starts_with("v4 12018000fe00 "));
+        assert!(log[1].starts_with("v3 12018000fe00 "));
+        let (_, log, _) = with_sysfs(unpadded(), &["inquiry", "vpd_pg80", "vpd_pg83"], EXPORT);
+        assert_eq!(log.len(), 2, "{log:?}");
+        assert!(log[1].starts_with("v3 12010000fe00 "));
+        let (_, log, _) = with_sysfs(unpadded(), &[], EXPORT);
+        assert_eq!(log.len(), 5, "{log:?}");
+        // A device that does not list a page: the file is absent, the
+        // device is asked and refuses, as without the copies.
+        let mut s = unpadded();
+        s.rules
+            .retain(|r| !r.prefix.starts_with(&[0x12, 0x01, 0x80]));
+        s.v3(&[0x12, 0x01, 0x00], Reply::data(vpd(0, 0, &[0, 0x83])));
+        s.rules.rotate_right(1);
+        s.v3(
+            &[0x12, 0x01, 0x80],
+            Reply::check(script::sense_fixed(script::ILLEGAL_REQUEST, 0x24, 0)),
+        );
+        let (out, log, _) = with_sysfs(s, &["inquiry", "vpd_pg0", "vpd_pg83"], EXPORT);
+        assert!(!out.contains("ID_SCSI_SERIAL"), "{out}");
+        assert_eq!(log.len(), 2, "{log:?}");
+    }
+
+    #[test]
+    fn long_pages_are_cut_to_the_allocation_length() {
+        // A 255-byte page 0x83: the device transfers 254 of it.
+        let naa = [
+            0x60, 0x05, 0x07, 0x68, 0x01, 0x80, 0x80, 0x2a, 0xe8, 0, 0, 0, 0, 0, 0, 0x1f,
+        ];
+        let mut p83 = designator(0x01, 0x03, &naa);
+        p83.extend(designator(0x01, 0x00, &[0x5a; 227]));
+        let page = vpd(0, 0x83, &p83);
+        assert_eq!(page.len(), 255);
+        let mut s = unpadded();
+        s.rules
+            .retain(|r| !r.prefix.starts_with(&[0x12, 0x01, 0x83]));
+        s.v3(&[0x12, 0x01, 0x83], Reply::data(page));
+        let (out, log, _) = with_sysfs(s, ALL, EXPORT);
+        assert!(out.contains("ID_WWN=0x600507680180802a\n"), "{out}");
+        assert!(log.is_empty(), "{log:?}");
+    }
+
+    #[test]
+    fn nodes_of_other_devices_go_to_the_device() {
+        let s = unpadded();
+        let tree = fake_sysfs(&s, ALL);
+        // Not a SCSI device: its subsystem is another bus.
+        let dev = tree.path().join("devices/host0/target0:0:1/0:0:1:0");
+        std::fs::remove_file(dev.join("subsystem")).unwrap();
+        std::fs::create_dir_all(tree.path().join("bus/cciss")).unwrap();
+        std::os::unix::fs::symlink(tree.path().join("bus/cciss"), dev.join("subsystem")).unwrap();
+        let num = sg::DevNum {
+            block: true,
+            major: 8,
+            minor: 16,
+        };
+        assert!(sg::sysfs::device_dir(tree.path(), num).is_none());
+        // A character node (sg) has its own directory.
+        assert!(sg::sysfs::device_dir(
+            tree.path(),
+            sg::DevNum {
+                block: false,
+                ..num
+            }
+        )
+        .is_none());
+        let mut devs = mock::Devices::default();
+        devs.nodes.insert(b"/dev/sdx".to_vec(), s);
+        devs.devnums.insert(b"/dev/sdx".to_vec(), num);
+        devs.sysfs = Some(tree.path().to_path_buf());
+        let mut out = Properties::new();
+        run(&devs, &argv(EXPORT), &mut out).unwrap();
+        assert_eq!(devs.log.borrow().len(), 5);
+    }
+
+    #[test]
+    fn the_config_file_is_read_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("scsi_id.config");
+        let path = p.as_os_str().as_encoded_bytes().to_vec();
+        assert!(config::text(&path).unwrap().is_none());
+        std::fs::write(&p, "OPTIONS=-g\n").unwrap();
+        // Within the recheck interval the absence is remembered.
+        assert!(config::text(&path).unwrap().is_none());
+        let other = dir.path().join("other.config");
+        std::fs::write(&other, "OPTIONS=-b\n").unwrap();
+        let other = other.as_os_str().as_encoded_bytes().to_vec();
+        let a = config::text(&other).unwrap().unwrap();
+        let b = config::text(&other).unwrap().unwrap();
+        assert!(std::sync::Arc::ptr_eq(&a, &b));
+        assert_eq!(&a[..], b"OPTIONS=-b\n");
     }
 
     proptest! {

@@ -14,10 +14,12 @@ pub(crate) mod getopt;
 #[cfg(test)]
 #[allow(dead_code)]
 pub(crate) mod script;
+pub(crate) mod sysfs;
 
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
 
 pub(crate) const SG_IO: u32 = 0x2285;
 pub(crate) const HDIO_GET_IDENTITY: u32 = 0x030d;
@@ -120,8 +122,21 @@ fn transferred(len: usize, resid: i32) -> usize {
     }
 }
 
+/// A node's device number, and whether it is a block or character device
+/// (which of `/sys/dev/block` and `/sys/dev/char` names it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DevNum {
+    pub block: bool,
+    pub major: u32,
+    pub minor: u32,
+}
+
 /// An open device node.
 pub(crate) trait Node {
+    /// What the node is, if it is a device node at all.
+    fn devnum(&self) -> Option<DevNum> {
+        None
+    }
     fn sg_v3(&mut self, io: &mut V3<'_>) -> io::Result<()>;
     fn sg_v4(&mut self, io: &mut V4<'_>) -> io::Result<()>;
     /// An ioctl whose argument is a number; returns the ioctl's value.
@@ -133,6 +148,11 @@ pub(crate) trait Node {
 /// Opens device nodes the way the programs do.
 pub(crate) trait Open {
     fn open(&self, path: &[u8]) -> io::Result<Box<dyn Node>>;
+    /// Where sysfs is, for the kernel's copies of what devices answered
+    /// (see `sysfs`); None: ask the devices.
+    fn sysfs(&self) -> Option<&Path> {
+        None
+    }
 }
 
 /// The real thing: `open(path, O_RDONLY|O_NONBLOCK|O_CLOEXEC|O_NOCTTY)`.
@@ -153,6 +173,10 @@ impl Open for System {
         }
         // SAFETY: `fd` was just opened and is owned by nobody else.
         Ok(Box::new(FdNode(unsafe { OwnedFd::from_raw_fd(fd) })))
+    }
+
+    fn sysfs(&self) -> Option<&Path> {
+        Some(Path::new("/sys"))
     }
 }
 
@@ -231,6 +255,25 @@ fn len_u32(n: usize) -> io::Result<u32> {
 }
 
 impl Node for FdNode {
+    fn devnum(&self) -> Option<DevNum> {
+        // SAFETY: an all-zero `stat` is a valid value to be overwritten.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: the descriptor is open and `st` is a valid out-pointer.
+        if unsafe { libc::fstat(self.0.as_raw_fd(), &mut st) } < 0 {
+            return None;
+        }
+        let block = match st.st_mode & libc::S_IFMT {
+            libc::S_IFBLK => true,
+            libc::S_IFCHR => false,
+            _ => return None,
+        };
+        Some(DevNum {
+            block,
+            major: libc::major(st.st_rdev),
+            minor: libc::minor(st.st_rdev),
+        })
+    }
+
     fn sg_v3(&mut self, io: &mut V3<'_>) -> io::Result<()> {
         let (direction, len, ptr) = match io.data.as_deref_mut() {
             Some(d) if !d.is_empty() => (SG_DXFER_FROM_DEV, len_u32(d.len())?, d.as_mut_ptr()),
@@ -442,23 +485,36 @@ pub(crate) mod mock {
     #[derive(Default, Clone)]
     pub struct Devices {
         pub nodes: HashMap<Vec<u8>, Script>,
+        /// Device numbers of nodes (others are not device nodes).
+        pub devnums: HashMap<Vec<u8>, DevNum>,
+        /// A fake sysfs root.
+        pub sysfs: Option<std::path::PathBuf>,
         pub log: Rc<RefCell<Vec<String>>>,
+        /// How many times a node was opened.
+        pub opens: Rc<RefCell<usize>>,
     }
 
     impl Open for Devices {
         fn open(&self, path: &[u8]) -> io::Result<Box<dyn Node>> {
+            *self.opens.borrow_mut() += 1;
             match self.nodes.get(path) {
                 Some(s) => Ok(Box::new(Scripted {
                     script: s.clone(),
+                    devnum: self.devnums.get(path).copied(),
                     log: self.log.clone(),
                 })),
                 None => Err(io::Error::from_raw_os_error(libc::ENOENT)),
             }
         }
+
+        fn sysfs(&self) -> Option<&Path> {
+            self.sysfs.as_deref()
+        }
     }
 
     struct Scripted {
         script: Script,
+        devnum: Option<DevNum>,
         log: Rc<RefCell<Vec<String>>>,
     }
 
@@ -467,6 +523,10 @@ pub(crate) mod mock {
     }
 
     impl Node for Scripted {
+        fn devnum(&self) -> Option<DevNum> {
+            self.devnum
+        }
+
         fn sg_v3(&mut self, io: &mut V3<'_>) -> io::Result<()> {
             let len = io.data.as_ref().map_or(0, |d| d.len());
             self.log.borrow_mut().push(script::log_v3(
