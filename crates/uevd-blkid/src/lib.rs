@@ -507,43 +507,6 @@ fn probe_ranges(offset: u64, size: u64) -> Vec<(u64, u64)> {
     ranges
 }
 
-/// Starts reading, into the page cache, every place a probe of the block
-/// device `node` will read, and returns without waiting: a probe that
-/// runs later then finds them there. Does nothing for anything that is
-/// not a block device with a size, or cannot be opened.
-pub fn prefetch_device(node: &Path) {
-    use std::os::unix::fs::OpenOptionsExt;
-    use std::os::unix::io::AsRawFd;
-    let Ok(file) = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW)
-        .open(node)
-    else {
-        return;
-    };
-    if !file
-        .metadata()
-        .is_ok_and(|m| m.file_type().is_block_device())
-    {
-        return;
-    }
-    let mut size: u64 = 0;
-    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer.
-    if unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64 as _, &mut size as *mut u64) } != 0
-        || size == 0
-    {
-        return;
-    }
-    let src = FileSource {
-        file,
-        size,
-        sector_size: 512,
-        cdrom: false,
-        block: true,
-    };
-    src.prefetch(&probe_ranges(0, size));
-}
-
 /// Everything libblkid reports for the source, as udev's builtin asks for
 /// it: NAME=value pairs in libblkid's order (what `blkid -p -o export`
 /// prints).

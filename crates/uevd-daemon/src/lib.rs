@@ -25,7 +25,6 @@ mod manager;
 mod modules;
 pub mod notify;
 pub mod pipeline;
-mod prefetch;
 mod reconcile;
 mod rootdev;
 mod rules;

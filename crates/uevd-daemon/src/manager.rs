@@ -26,8 +26,6 @@ use uevd_uevent::Action;
 
 pub(crate) struct Daemon {
     control_path: std::path::PathBuf,
-    /// Reads ahead for the blkid probes of disks as their events arrive.
-    prefetch: crate::prefetch::Prefetcher,
     pub(crate) sysfs: Sysfs,
     pub(crate) queue: WorkQueue<Job>,
     pub(crate) processor: Arc<Processor>,
@@ -185,10 +183,8 @@ pub fn run(config: Config) -> io::Result<()> {
         if devtmpfs { "devtmpfs" } else { "uevd" }
     );
 
-    let prefetch = crate::prefetch::Prefetcher::start(&config.dev, sysfs.root());
     let mut d = Daemon {
         control_path,
-        prefetch,
         sysfs,
         queue: queue.clone(),
         processor,
@@ -516,7 +512,6 @@ impl Daemon {
             if let Some(old) = job.event.devpath_old() {
                 self.sysfs.forget(old);
             }
-            self.prefetch.offer(&job.event);
         }
         crate::modules::load_ahead(
             &self.processor.rules(),
