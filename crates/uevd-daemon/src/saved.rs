@@ -193,20 +193,26 @@ impl Daemon {
         }
         let (mut removals, mut adds) = (Vec::new(), Vec::new());
         for (&devpath, &then) in &last {
-            let now = self
-                .sysfs
-                .read_event(Action::Add, devpath)
-                .ok()
-                .filter(|ev| ev.subsystem().is_some());
+            // Kobjects that are not devices (a network interface's queues)
+            // have neither a uevent file nor a subsystem link in sysfs,
+            // though the kernel announces them: present is their
+            // directory being there.
+            let now = self.sysfs.read_event(Action::Add, devpath).ok();
+            let addable = |ev: &Uevent| ev.subsystem().is_some();
+            if now.is_none() && then.is_some() && self.sysfs.syspath(devpath).is_dir() {
+                continue;
+            }
             match (then, now) {
                 (Some(then), Some(now))
                     if then.devnum() != now.devnum() || then.ifindex() != now.ifindex() =>
                 {
                     removals.extend(removal(then));
-                    adds.push(now);
+                    if addable(&now) {
+                        adds.push(now);
+                    }
                 }
                 (Some(then), None) => removals.extend(removal(then)),
-                (None, Some(now)) => adds.push(now),
+                (None, Some(now)) if addable(&now) => adds.push(now),
                 _ => {}
             }
         }

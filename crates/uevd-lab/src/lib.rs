@@ -243,16 +243,25 @@ impl Lab {
         // socket is bound just after uevd's own.
         let control = self.run().join("uevd/control");
         let udev_control = self.run().join("udev/control");
-        let accepts = |p: &Path| std::os::unix::net::UnixStream::connect(p).is_ok();
+        // uevd's socket is a stream socket, udev's a SOCK_SEQPACKET one.
+        let accepts = |p: &Path, kind: rustix::net::SocketType| {
+            let Ok(addr) = rustix::net::SocketAddrUnix::new(p) else {
+                return false;
+            };
+            rustix::net::socket(rustix::net::AddressFamily::UNIX, kind, None)
+                .is_ok_and(|fd| rustix::net::connect(&fd, &addr).is_ok())
+        };
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut control_ready: Option<Instant> = None;
         loop {
-            if control_ready.is_none() && accepts(&control) {
+            if control_ready.is_none() && accepts(&control, rustix::net::SocketType::STREAM) {
                 control_ready = Some(Instant::now());
             }
             if let Some(t) = control_ready {
                 // A daemon that cannot bind udev's socket still runs.
-                if accepts(&udev_control) || t.elapsed() > Duration::from_secs(2) {
+                if accepts(&udev_control, rustix::net::SocketType::SEQPACKET)
+                    || t.elapsed() > Duration::from_secs(2)
+                {
                     break;
                 }
             }
