@@ -525,12 +525,25 @@ impl<'a> State<'a> {
         replace_ws: bool,
         size: usize,
     ) -> Option<Vec<u8>> {
+        self.bounded_after(token, t, replace_ws, size, 0)
+    }
+
+    /// [`State::bounded`] for a value that goes after `used` bytes already
+    /// in udev's buffer of `size` (`ENV{KEY}+=`).
+    fn bounded_after(
+        &mut self,
+        token: &Token,
+        t: &Template,
+        replace_ws: bool,
+        size: usize,
+        used: usize,
+    ) -> Option<Vec<u8>> {
         let v = self.expand(t, replace_ws);
-        if v.len() < size {
+        if used + v.len() < size {
             return Some(v);
         }
         if !token.kind.is_match() {
-            self.overflow(token, v.len(), size);
+            self.overflow(token, used + v.len(), size);
         }
         None
     }
@@ -1168,8 +1181,7 @@ impl<'a> State<'a> {
                     }
                 }
                 // The old value and the new one share one buffer.
-                let Some(mut new) =
-                    self.bounded(token, t, false, NAME_SIZE.saturating_sub(value.len()))
+                let Some(mut new) = self.bounded_after(token, t, false, NAME_SIZE, value.len())
                 else {
                     return true;
                 };

@@ -995,6 +995,33 @@ fn substituted_values_are_bounded_as_in_udev_and_warned_about_once_per_line() {
     assert!(o.warnings.is_empty(), "{:?}", o.warnings);
 }
 
+/// Found by fuzzing: appending to a value that already fills udev's
+/// buffer left no room at all, and the warning's arithmetic underflowed.
+#[test]
+fn appending_to_a_full_value_is_refused_with_the_whole_length() {
+    let t = Tree::disk();
+    let full = "v".repeat(511);
+    let text = format!("KERNEL==\"sda\", ENV{{A}}=\"{full}\"\nKERNEL==\"sda\", ENV{{A}}+=\"w\"\n");
+    let (rules, diags) = Rules::from_text("add.rules", text.as_bytes(), &t.config());
+    assert!(diags.is_empty(), "{diags:?}");
+    let o = rules.apply(
+        Event {
+            device: t.device(SDA, Action::Add),
+            previous: None,
+            test: false,
+            trace: false,
+        },
+        &NoStore,
+    );
+    assert_eq!(prop(&o, "A").map(str::len), Some(511));
+    assert_eq!(o.warnings.len(), 1, "{:?}", o.warnings);
+    assert!(
+        o.warnings[0].contains("would be 513 bytes, more than udev's 511"),
+        "{:?}",
+        o.warnings
+    );
+}
+
 #[test]
 fn what_would_warn_at_every_event_is_an_error_when_the_rules_load() {
     let t = Tree::disk();
