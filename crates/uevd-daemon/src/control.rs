@@ -95,24 +95,48 @@ impl Inbox {
 
     /// Accepts every pending connection and starts reading each.
     pub(crate) fn accept_all(&self, listener: &Listener) {
+        self.accept_each(
+            "control",
+            || listener.accept(),
+            |conn| conn.reply(&Reply::Error("busy: too many clients".into())),
+            |mut conn, handoff| {
+                let request = conn.request();
+                handoff.send((Client::Uevd(conn), request));
+            },
+        );
+    }
+
+    /// Accepts every connection waiting on one of the daemon's sockets
+    /// (`accept` says WouldBlock when none is left) and reads each on a
+    /// thread of its own with `read`, while fewer than [`MAX_READERS`]
+    /// run; past that a connection gets `turned_away` instead. A peer
+    /// the socket refuses (not root) is skipped.
+    pub(crate) fn accept_each<C: Send + 'static>(
+        &self,
+        name: &'static str,
+        mut accept: impl FnMut() -> io::Result<C>,
+        turned_away: impl Fn(C),
+        read: impl Fn(C, &Handoff) + Clone + Send + 'static,
+    ) {
         loop {
-            let conn = match listener.accept() {
+            let conn = match accept() {
                 Ok(c) => c,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                    log::warn!("{name} socket: {e}");
+                    continue;
+                }
                 Err(e) => {
-                    log::warn!("control socket: {e}");
+                    log::warn!("{name} socket: {e}");
                     return;
                 }
             };
-            if !self.reserve_reader("control") {
-                conn.reply(&Reply::Error("busy: too many clients".into()));
+            if !self.reserve_reader(name) {
+                turned_away(conn);
                 continue;
             }
-            self.start_reader("control", move |handoff| {
-                let mut conn = conn;
-                let request = conn.request();
-                handoff.send((Client::Uevd(conn), request));
-            });
+            let read = read.clone();
+            self.start_reader(name, move |handoff| read(conn, handoff));
         }
     }
 

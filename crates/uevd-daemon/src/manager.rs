@@ -514,7 +514,7 @@ impl Daemon {
             }
         }
         crate::modules::load_ahead(
-            &self.processor.rules(),
+            || self.processor.rules(),
             batch.iter().map(|(_, job)| &job.event),
         );
         self.queue.submit(batch);

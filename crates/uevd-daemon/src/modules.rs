@@ -55,9 +55,13 @@ pub(crate) fn aliases_to_load<'a>(events: impl Iterator<Item = &'a Uevent>) -> V
 /// before it. The events' own `kmod load` finds the modules loading or
 /// loaded, and settle waits for them. Nothing is read for it: the
 /// aliases are in the events.
-pub(crate) fn load_ahead<'a>(rules: &uevd_rules::Rules, events: impl Iterator<Item = &'a Uevent>) {
+pub(crate) fn load_ahead<'a>(
+    rules: impl FnOnce() -> std::sync::Arc<uevd_rules::Rules>,
+    events: impl Iterator<Item = &'a Uevent>,
+) {
     let aliases = aliases_to_load(events);
-    if aliases.is_empty() || !rules.loads_modaliases() {
+    // The rules are asked only for a batch that has something to load.
+    if aliases.is_empty() || !rules().loads_modaliases() {
         return;
     }
     if let Some(loader) = uevd_kmod::shared_if_open() {

@@ -13,7 +13,6 @@
 
 use crate::control::{Handoff, Inbox};
 use crate::job::Job;
-use std::io;
 use std::path::Path;
 use std::time::Duration;
 use uevd_control::udev::{Connection, Listener, Message};
@@ -38,27 +37,15 @@ pub(crate) fn bind(path: &Path) -> Option<Listener> {
 
 /// Accepts every waiting connection and starts reading each.
 pub(crate) fn accept_all(inbox: &Inbox, listener: &Listener, queue: &WorkQueue<Job>) {
-    loop {
-        let conn = match listener.accept() {
-            Ok(c) => c,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                log::warn!("{e}");
-                continue;
-            }
-            Err(e) => {
-                log::warn!("udev control socket: {e}");
-                return;
-            }
-        };
-        // Turned away, the connection closes, which is all udev's protocol
-        // can say.
-        if !inbox.reserve_reader("udev control") {
-            continue;
-        }
-        let queue = queue.clone();
-        inbox.start_reader("udev-control", move |handoff| serve(conn, handoff, &queue));
-    }
+    let queue = queue.clone();
+    // Turned away, the connection closes, which is all udev's protocol
+    // can say.
+    inbox.accept_each(
+        "udev control",
+        || listener.accept(),
+        drop,
+        move |conn, handoff| serve(conn, handoff, &queue),
+    );
 }
 
 /// A syslog priority as uevd's levels.

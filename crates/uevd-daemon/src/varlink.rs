@@ -29,7 +29,7 @@
 //! connection is closed (systemd's server closes without a word).
 
 use crate::control::{Client, Handoff, Inbox};
-use std::io::{self, Write};
+use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
@@ -61,24 +61,13 @@ pub(crate) fn bind(path: &Path) -> Option<Listener> {
 /// is the log level the daemon started with (what `SetTrace(false)`
 /// returns to).
 pub(crate) fn accept_all(inbox: &Inbox, listener: &Listener, started: Level) {
-    loop {
-        let stream = match listener.accept() {
-            Ok(s) => s,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                log::warn!("{e}");
-                continue;
-            }
-            Err(e) => {
-                log::warn!("varlink socket: {e}");
-                return;
-            }
-        };
-        if !inbox.reserve_reader("varlink") {
-            continue;
-        }
-        inbox.start_reader("varlink", move |handoff| serve(stream, handoff, started));
-    }
+    // Turned away, the connection closes.
+    inbox.accept_each(
+        "varlink",
+        || listener.accept(),
+        drop,
+        move |stream, handoff| serve(stream, handoff, started),
+    );
 }
 
 /// A reply the main loop writes itself.
