@@ -239,13 +239,13 @@ fn bracket(p: &[u8], open: usize, n: u8, escape: bool) -> Bracket {
         };
     }
 
-    // Skip the rest of the expression; an unterminated one loses even
-    // though its member matched.
+    // Skip the rest of the expression. One that never closes is a literal
+    // `[` here too, though a member matched (glibc 2.36, as in the scan).
     loop {
         let c = at(p, i);
         i += 1;
         if c == 0 {
-            return Bracket::NoMatch;
+            return Bracket::Literal;
         }
         if escape && c == b'\\' {
             if at(p, i) == 0 {
@@ -409,6 +409,8 @@ mod tests {
             ("[]]", "]", true),
             ("[a", "[a", true),
             ("[a", "a", false),
+            // A member matched before the end of an unterminated bracket.
+            ("[*[Z", "[[Z", true),
             ("\\*", "*", true),
             ("a\\", "a\\", false),
             ("[[:upper:]]x", "Qx", true),
