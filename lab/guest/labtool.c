@@ -261,6 +261,74 @@ static int catdir(const char *dir)
     return 0;
 }
 
+/* /proc/profile (kernel booted with profile=N): one unsigned int of
+ * timer-tick hits per (1 << N)-byte slot of the kernel's core text from
+ * _stext, after a first word holding the slot size. Debian's System.map
+ * is a stub and KASLR moves the text every boot, so the slots are named
+ * here, from this boot's /proc/kallsyms: a "hits function" line for each
+ * function hit. */
+struct ksym { unsigned long addr; char *name; unsigned long hits; };
+static int ksym_cmp(const void *a, const void *b)
+{
+    const struct ksym *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+static int kprofile(void)
+{
+    /* the profile first: reading kallsyms is kernel work of its own */
+    int f = open("/proc/profile", O_RDONLY | O_CLOEXEC);
+    if (f < 0) { perror("/proc/profile (boot with profile=2)"); return 1; }
+    size_t plen = 0, pcap = 1 << 20;
+    unsigned int *prof = malloc(pcap * sizeof *prof);
+    ssize_t r;
+    while (prof && (r = read(f, prof + plen, (pcap - plen) * sizeof *prof)) > 0) {
+        plen += r / sizeof *prof;
+        if (plen == pcap) prof = realloc(prof, (pcap *= 2) * sizeof *prof);
+    }
+    close(f);
+    if (!prof || plen == 0) { fprintf(stderr, "kprofile: /proc/profile unreadable\n"); return 1; }
+    FILE *ks = fopen("/proc/kallsyms", "re");
+    if (!ks) { perror("/proc/kallsyms"); return 1; }
+    size_t n = 0, cap = 1 << 16;
+    struct ksym *sym = malloc(cap * sizeof *sym);
+    unsigned long stext = 0;
+    char line[512], name[256], type;
+    unsigned long addr;
+    while (sym && fgets(line, sizeof line, ks)) {
+        if (sscanf(line, "%lx %c %255s", &addr, &type, name) != 3) continue;
+        if (type != 't' && type != 'T') continue;
+        if (!strcmp(name, "_stext")) stext = addr;
+        if (n == cap) sym = realloc(sym, (cap *= 2) * sizeof *sym);
+        if (!sym) break;
+        sym[n].addr = addr;
+        sym[n].name = strdup(name);
+        sym[n].hits = 0;
+        n++;
+    }
+    fclose(ks);
+    if (!sym || !stext) {
+        fprintf(stderr, "kprofile: no _stext in /proc/kallsyms (addresses hidden?)\n");
+        return 1;
+    }
+    qsort(sym, n, sizeof *sym, ksym_cmp);
+    unsigned long step = prof[0], unknown = 0;
+    for (size_t slot = 0; slot + 1 < plen; slot++) {
+        unsigned int h = prof[slot + 1];
+        if (!h) continue;
+        unsigned long pc = stext + slot * step;
+        size_t lo = 0, hi = n;
+        while (hi - lo > 1) {
+            size_t mid = (lo + hi) / 2;
+            if (sym[mid].addr <= pc) lo = mid; else hi = mid;
+        }
+        if (sym[lo].addr <= pc) sym[lo].hits += h; else unknown += h;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (sym[i].hits) printf("%lu %s\n", sym[i].hits, sym[i].name);
+    if (unknown) printf("%lu ?\n", unknown);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && !strcmp(argv[1], "devstat")) {
@@ -318,6 +386,8 @@ int main(int argc, char **argv)
     }
     if (argc >= 3 && !strcmp(argv[1], "tree"))
         return tree(argc - 2, argv + 2);
-    fprintf(stderr, "usage: labtool now|hz|clock|cpu|walk read|write DIR [ACTION]|tree PID...|devstat DIR|dump DIR|cat DIR\n");
+    if (argc >= 2 && !strcmp(argv[1], "kprofile"))
+        return kprofile();
+    fprintf(stderr, "usage: labtool now|hz|clock|cpu|walk read|write DIR [ACTION]|tree PID...|kprofile|devstat DIR|dump DIR|cat DIR\n");
     return 2;
 }

@@ -35,6 +35,7 @@ mod probe;
 mod raid;
 mod squashfs;
 mod swap;
+mod windows;
 mod xfs;
 
 pub use enc::{encode_string, safe_string};
@@ -100,6 +101,7 @@ pub struct FileSource {
     sector_size: u64,
     cdrom: bool,
     block: bool,
+    windows: windows::Windows,
 }
 
 const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
@@ -142,6 +144,7 @@ impl FileSource {
             sector_size,
             cdrom,
             block,
+            windows: Default::default(),
         })
     }
 
@@ -152,7 +155,8 @@ impl FileSource {
 
 impl Source for FileSource {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.file.read_at(buf, offset)
+        self.windows
+            .read_at(buf, offset, |b, at| self.file.read_at(b, at))
     }
 
     fn size(&self) -> u64 {
@@ -171,8 +175,10 @@ impl Source for FileSource {
     /// dozen or more places one after another, and a disk answers each
     /// read after its own latency (4 ms per command for scsi_debug, a
     /// seek for a spinning disk): in flight together, they cost about one.
+    /// Each range is then read whole the first time a read falls in it.
     fn prefetch(&self, ranges: &[(u64, u64)]) {
         use std::os::unix::io::AsRawFd;
+        self.windows.announce(ranges);
         if !self.block {
             return;
         }

@@ -601,13 +601,21 @@ impl<'a> State<'a> {
         let root = self.sysfs_root();
         let s = OsStr::from_bytes(subsystem);
         let n = OsStr::from_bytes(sysname);
-        let candidates = [
-            root.join("class").join(s).join(n),
-            root.join("bus").join(s).join("devices").join(n),
-            root.join("subsystem").join(s).join("devices").join(n),
-            root.join(s).join(n),
-        ];
-        let dir = candidates.into_iter().find(|p| p.exists())?;
+        // Modules live in /sys/module alone, as udev looks for them: no
+        // failing lookups in /sys/class and /sys/bus first (the stock rules
+        // ask for `[module/sg]` on every SCSI device). Whoever asked checks
+        // that the path exists.
+        let dir = if subsystem == b"module" {
+            root.join("module").join(n)
+        } else {
+            let candidates = [
+                root.join("class").join(s).join(n),
+                root.join("bus").join(s).join("devices").join(n),
+                root.join("subsystem").join(s).join("devices").join(n),
+                root.join(s).join(n),
+            ];
+            candidates.into_iter().find(|p| p.exists())?
+        };
         Some(if attr.is_empty() {
             dir
         } else {

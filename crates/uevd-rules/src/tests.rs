@@ -174,6 +174,34 @@ fn check_match(t: &Tree, devpath: &str, matching: &str, failing: &str) {
 }
 
 #[test]
+fn modules_are_found_in_sys_module_alone() {
+    let t = Tree::disk();
+    fs::create_dir_all(t.sys().join("module/sg/parameters")).unwrap();
+    fs::write(t.sys().join("module/sg/parameters/allow_dio"), "0\n").unwrap();
+    // Not where udev looks for a module: a class of that name is ignored.
+    fs::create_dir_all(t.sys().join("class/module/ghost")).unwrap();
+    check_match(&t, SDA, r#"TEST=="[module/sg]""#, r#"TEST!="[module/sg]""#);
+    check_match(
+        &t,
+        SDA,
+        r#"TEST=="[module/sg]parameters/allow_dio""#,
+        r#"TEST=="[module/sg]parameters/missing""#,
+    );
+    check_match(
+        &t,
+        SDA,
+        r#"TEST!="[module/ghost]""#,
+        r#"TEST=="[module/ghost]""#,
+    );
+    check_match(
+        &t,
+        SDA,
+        r#"ATTR{[module/sg]parameters/allow_dio}=="0""#,
+        r#"ATTR{[module/sg]parameters/allow_dio}=="1""#,
+    );
+}
+
+#[test]
 fn match_keys_on_the_device() {
     let t = Tree::disk();
     check_match(&t, SDA, r#"ACTION=="add""#, r#"ACTION=="remove""#);
