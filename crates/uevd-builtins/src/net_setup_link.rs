@@ -88,6 +88,9 @@ pub struct NetSetupLink {
     settings: Settings,
     loaded: Mutex<Option<Loaded>>,
     cmdline: OnceLock<Option<Vec<u8>>>,
+    /// Read once it could be read, as udevd's workers keep it: every
+    /// interface with a persistent address needs it.
+    machine_id: OnceLock<[u8; 16]>,
 }
 
 impl NetSetupLink {
@@ -96,6 +99,7 @@ impl NetSetupLink {
             settings,
             loaded: Mutex::new(None),
             cmdline: OnceLock::new(),
+            machine_id: OnceLock::new(),
         }
     }
 
@@ -108,6 +112,14 @@ impl NetSetupLink {
                     .or_else(|| uevd_host::proc_cmdline().map(<[u8]>::to_vec))
             })
             .as_deref()
+    }
+
+    fn machine_id(&self) -> Option<[u8; 16]> {
+        if let Some(id) = self.machine_id.get() {
+            return Some(*id);
+        }
+        let id = condition::read_machine_id(&self.settings.machine_id)?;
+        Some(*self.machine_id.get_or_init(|| id))
     }
 
     fn scheme(&self) -> &'static Scheme {
@@ -328,7 +340,7 @@ impl NetSetupLink {
             let name = persistent_name(link.env)
                 .or_else(|| stable.then_some(link.dev.sysname()))
                 .ok_or("Could not generate persistent MAC address: No stable identifying information found")?;
-            let id = condition::read_machine_id(&self.settings.machine_id).ok_or_else(|| {
+            let id = self.machine_id().ok_or_else(|| {
                 format!(
                     "Could not generate persistent MAC address: cannot read the machine id from {}",
                     self.settings.machine_id.display()

@@ -943,6 +943,31 @@ mod netns {
 }
 
 #[test]
+fn the_machine_id_is_read_once_it_exists() {
+    netns::in_private_netns(|| {
+        let links = Links::new();
+        links.add("lib/99-default.link", DEFAULT_LINK);
+        let b = NetSetupLink::new(netns::settings(&links));
+        let id = links.path("machine-id");
+        std::fs::remove_file(&id).unwrap();
+        netns::add("dummy0");
+        let before = netns::mac("dummy0");
+        // No machine id yet: no persistent address, and nothing kept.
+        let _ = call(&b, &netns::device("dummy0"), &Props::default(), false);
+        assert_eq!(netns::mac("dummy0"), before);
+        std::fs::write(&id, format!("{LAB_MACHINE_ID}\n")).unwrap();
+        netns::add("dummy1");
+        call(&b, &netns::device("dummy1"), &Props::default(), false).unwrap();
+        assert_eq!(netns::mac("dummy1"), expected_mac(LAB_MACHINE_ID, "dummy1"));
+        // Read once: like udevd's workers, not again for every interface.
+        std::fs::write(&id, "fedcba9876543210fedcba9876543210\n").unwrap();
+        netns::add("dummy2");
+        call(&b, &netns::device("dummy2"), &Props::default(), false).unwrap();
+        assert_eq!(netns::mac("dummy2"), expected_mac(LAB_MACHINE_ID, "dummy2"));
+    });
+}
+
+#[test]
 fn real_interfaces_get_udevd_s_properties_and_persistent_mac() {
     netns::in_private_netns(|| {
         let links = Links::new();
