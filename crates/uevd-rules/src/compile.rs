@@ -338,6 +338,10 @@ pub struct Line {
     /// KERNEL=="..." to match (one per alternative): the index visits the
     /// line only for names that start with one of them.
     pub kernel_prefixes: Option<Vec<Vec<u8>>>,
+    /// The first token (in evaluation order) that can leave memory, where
+    /// a timed line's clock starts: most lines fail on a cheap match
+    /// before it and read no clock. `u16::MAX` for a line without one.
+    pub timed_from: u16,
 }
 
 /// What a KERNEL=="..." value requires a name to start with, if every
@@ -510,6 +514,7 @@ impl Compiler<'_> {
             goto: None,
             foldable: false,
             kernel_prefixes: raw.tokens.iter().find_map(kernel_prefixes),
+            timed_from: u16::MAX,
         };
         let mut names_dropped = false;
         for t in &raw.tokens {
@@ -604,6 +609,12 @@ impl Compiler<'_> {
         }
         // Stable: tokens of one kind keep their written order.
         line.tokens.sort_by_key(|t| t.kind.rank());
+        line.timed_from = line
+            .tokens
+            .iter()
+            .position(|t| t.kind.leaves_memory())
+            .and_then(|i| u16::try_from(i).ok())
+            .unwrap_or(u16::MAX);
         Some(line)
     }
 

@@ -238,6 +238,8 @@ struct State<'a> {
     dumps: Vec<String>,
     /// (file, line) of the line being applied.
     place: (u32, u32),
+    /// The clock of the lines that leave memory.
+    line_timer: crate::timing::Lines,
 }
 
 /// Builtins whose result for an event does not change when called again.
@@ -1527,6 +1529,9 @@ impl<'a> State<'a> {
         let mut i = 0;
         while i < tokens.len() {
             let token = &tokens[i];
+            if i == usize::from(line.timed_from) {
+                self.line_timer.begin();
+            }
             if token.kind.is_parent() {
                 let end = i + tokens[i..]
                     .iter()
@@ -1677,6 +1682,7 @@ impl Rules {
             warnings: Vec::new(),
             dumps: Vec::new(),
             place: (0, 0),
+            line_timer: crate::timing::Lines::new(timing),
         };
         let mut mask = line_flags::GOTO | line_flags::UPDATE;
         if !remove {
@@ -1691,13 +1697,10 @@ impl Rules {
         let kinds = self.candidates(ev.action(), subsystem.as_deref(), mask);
         let candidates = kinds.for_name(&kernel_name(dev));
         let mut pos = 0;
-        let mut timer = crate::timing::Lines::new(timing);
         while pos < candidates.len() {
             let line = &self.lines[candidates[pos] as usize];
-            let timed = line.flags & line_flags::TIMED != 0;
-            timer.begin(timed);
             let goto = state.apply_line(line);
-            timer.done(candidates[pos], timed);
+            state.line_timer.done(candidates[pos]);
             match goto {
                 Some(target) => pos = candidates.partition_point(|&c| c < target),
                 None => pos += 1,
@@ -1735,7 +1738,8 @@ impl Rules {
             trace: state.trace.unwrap_or_default(),
             programs: state.programs,
             builtins: state.builtins,
-            slow_lines: timer.finish(self),
+            slow_lines: std::mem::replace(&mut state.line_timer, crate::timing::Lines::new(false))
+                .finish(self),
             warnings: state.warnings,
             dumps: state.dumps,
         }

@@ -5,6 +5,19 @@
 use crate::Rules;
 use uevd_timeline::{BuiltinRecord, LineRecord, Via, SLOW_LINES_KEPT, SLOW_LINE_NS};
 
+#[cfg(test)]
+thread_local! {
+    static CLOCK_READS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// The clock, counted in tests.
+#[inline]
+fn read_clock() -> u64 {
+    #[cfg(test)]
+    CLOCK_READS.with(|c| c.set(c.get() + 1));
+    uevd_timeline::now()
+}
+
 /// A start time, or 0 when nothing is timed.
 pub(crate) fn start(timing: bool) -> u64 {
     if timing {
@@ -30,19 +43,24 @@ pub(crate) fn builtin(name: &'static str, via: Via, timing: bool, start: u64) ->
 }
 
 /// Times the lines of one event that can leave memory (sysfs, files,
-/// builtins, programs: `line_flags::TIMED`); the others, matches and
-/// assignments of the event's own values, take microseconds and are not
-/// timed. Where a clock read is a system call (a clock source without a
-/// vDSO, as in many virtual machines), reading it around every line cost
-/// more than most lines.
+/// builtins, programs); matches and assignments of the event's own values
+/// take microseconds and are not timed. Where a clock read is a system
+/// call (a clock source without a vDSO, as in many virtual machines),
+/// reading it around every line cost more than most lines.
 ///
-/// Each timed line's start is the end of the line before it when that
-/// one was timed too, so back-to-back timed lines cost one read each.
+/// A line's clock starts at its first token that can leave memory
+/// ([`crate::compile::Line::timed_from`]), so the many lines that fail on
+/// a cheap match first (a SUBSYSTEM, an ENV) read none. Each timed line's
+/// start is the end of the line before it when that one was timed too, so
+/// back-to-back timed lines cost one read each.
 pub(crate) struct Lines {
     timing: bool,
     mark: u64,
     /// Whether `mark` is the end of the line just evaluated.
     fresh: bool,
+    /// Whether the line being evaluated reached its first token that can
+    /// leave memory.
+    open: bool,
     /// (line index, start, duration) of the lines over the threshold.
     slow: Vec<(u32, u64, u64)>,
 }
@@ -53,26 +71,31 @@ impl Lines {
             timing,
             mark: 0,
             fresh: false,
+            open: false,
             slow: Vec::new(),
         }
     }
 
-    /// Before a line is evaluated.
+    /// Before the line's first token that can leave memory.
     #[inline]
-    pub(crate) fn begin(&mut self, timed: bool) {
-        if self.timing && timed && !self.fresh {
-            self.mark = uevd_timeline::now();
+    pub(crate) fn begin(&mut self) {
+        if self.timing {
+            if !self.fresh {
+                self.mark = read_clock();
+            }
+            self.open = true;
         }
     }
 
-    /// After it was.
+    /// After the line was evaluated.
     #[inline]
-    pub(crate) fn done(&mut self, line: u32, timed: bool) {
-        if !(self.timing && timed) {
+    pub(crate) fn done(&mut self, line: u32) {
+        if !self.open {
             self.fresh = false;
             return;
         }
-        let t = uevd_timeline::now();
+        self.open = false;
+        let t = read_clock();
         let d = t.saturating_sub(self.mark);
         if d >= SLOW_LINE_NS {
             self.slow.push((line, self.mark, d));
@@ -210,6 +233,41 @@ mod tests {
     }
 
     #[test]
+    fn a_line_reads_the_clock_only_once_it_reaches_a_token_that_leaves_memory() {
+        let reads = |text: &str| {
+            let tmp = tempfile::tempdir().unwrap();
+            let (rules, errors) =
+                Rules::from_text("/x/t.rules", text.as_bytes(), &Config::default());
+            assert!(errors.is_empty(), "{errors:?}");
+            let before = CLOCK_READS.with(|c| c.get());
+            rules.apply_timed(
+                Event {
+                    device: interface(tmp.path()),
+                    previous: None,
+                    test: true,
+                    trace: false,
+                },
+                &NoStore,
+                true,
+            );
+            CLOCK_READS.with(|c| c.get()) - before
+        };
+        // Timed lines that fail on their cheap match first: no clock.
+        let cheap_fail = concat!(
+            "ENV{NOPE}==\"1\", ATTR{address}==\"x\", ENV{A}=\"1\"\n",
+            "ENV{NOPE}==\"1\", TEST==\"uevent\", ENV{B}=\"1\"\n",
+            "ENV{NOPE}==\"1\", ATTRS{vendor}==\"x\", ENV{C}=\"1\"\n",
+        );
+        assert_eq!(reads(cheap_fail), 0);
+        // Reaching the sysfs match: timed, back-to-back lines sharing reads.
+        let reached = concat!(
+            "ENV{INTERFACE}==\"v0\", ATTR{address}==\"x\", ENV{A}=\"1\"\n",
+            "ENV{INTERFACE}==\"v0\", TEST==\"uevent\", ENV{B}=\"1\"\n",
+        );
+        assert_eq!(reads(reached), 3);
+    }
+
+    #[test]
     fn only_the_slowest_lines_are_kept_in_the_order_they_ran() {
         let text: String = (0..12).map(|i| format!("ENV{{N}}=\"{i}\"\n")).collect();
         let (rules, _) = Rules::from_text("a.rules", text.as_bytes(), &Config::default());
@@ -217,6 +275,7 @@ mod tests {
             timing: true,
             mark: 0,
             fresh: true,
+            open: false,
             slow: (0..12u32)
                 .map(|i| {
                     (
