@@ -22,7 +22,7 @@ GUEST = os.environ.get("UEVD_LAB_OUT", os.path.join(OUT, "guest"))
 REPO = os.path.dirname(LAB)
 DEFAULT_UEVD = os.path.join(REPO, "target", "release", "uevd")
 
-SCENARIOS = ("boot", "disks", "netifs", "hotplug", "modules", "e2e")
+SCENARIOS = ("boot", "disks", "netifs", "hotplug", "modules", "e2e", "rootdisk")
 MANAGERS = ("udevd", "mdev", "uevd", "none")
 FLOORS = ("trigger", "walk", "probe", "sg", "modprobe")
 
@@ -125,7 +125,7 @@ def run_name(scenario, manager, floor, n):
 def default_timeout(scenario, n):
     # generous: TCG on a loaded 2-core machine; 1000 disks under udevd take minutes
     base = 300
-    if scenario in ("disks", "hotplug"):
+    if scenario in ("disks", "hotplug", "rootdisk"):
         base += n * 1.5
     elif scenario == "netifs":
         base += n * 0.4
@@ -196,9 +196,9 @@ def boot(scenario, manager="none", floor="trigger", n=100, dump=True, timeout=No
         raise SystemExit(f"lab: unknown manager {manager} (one of {', '.join(MANAGERS)})")
     env = guest_env()
     if modset is None:
-        modset = "full" if scenario in ("modules", "e2e") else "scen"
+        modset = "full" if scenario in ("modules", "e2e", "rootdisk") else "scen"
     if devices is None:
-        devices = scenario in ("modules", "e2e")
+        devices = scenario in ("modules", "e2e", "rootdisk")
     initrd = initrd_for(modset)
     name = name or run_name(scenario, manager, floor, n)
     rundir = os.path.join(OUT, name)
@@ -292,7 +292,7 @@ def _collect(scenario, manager, floor, n, name, rundir, console, ttys1, timed_ou
 
 
 def fmt_result(r):
-    keys = ["status", "msg", "wall_s", "cpu_s", "syscpu_s", "kernel_s", "dev_nodes", "dev_links",
+    keys = ["status", "msg", "wall_s", "cpu_s", "syscpu_s", "kernel_s", "root_ready_s", "dev_nodes", "dev_links",
             "db_entries", "modules", "modules_final", "mem_daemon_kb", "mem_fg_kb", "boot_s",
             "host_wall_s"]
     return " ".join(f"{k}={r[k]}" for k in keys if k in r)

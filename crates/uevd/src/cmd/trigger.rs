@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use uevd_control::{call, Reply, Request};
+use uevd_daemon::RootDevice;
 use uevd_sysfs::{link_basename, request_uevent, walk_devices, walk_subsystems, Sysfs};
 use uevd_uevent::Action;
 
@@ -239,6 +240,41 @@ fn order(devices: Vec<Target>, include_parents: bool, prioritized: &[String]) ->
     ranked.into_iter().map(|(_, t)| t).collect()
 }
 
+/// The root device `root=` names on the kernel command line, if any.
+fn root_from_cmdline() -> Option<RootDevice> {
+    let line = std::str::from_utf8(uevd_host::proc_cmdline()?).ok()?;
+    RootDevice::from_cmdline_words(line.split_ascii_whitespace())
+}
+
+/// The devices that may be the root device `root` names, and their
+/// parents, moved in front of the others (each group in its order), as the
+/// daemon's own coldplug queues them: an add for the root's disk is then
+/// among the first events, instead of waiting behind thousands of others
+/// for its turn to be sent.
+fn root_first(sysfs: &Sysfs, devices: Vec<Target>, root: &RootDevice) -> Vec<Target> {
+    let critical: HashSet<&[u8]> = devices
+        .iter()
+        .filter(|t| t.devpath.windows(7).any(|w| w == b"/block/"))
+        .filter(|t| {
+            sysfs
+                .read_event(Action::Add, &t.devpath)
+                .is_ok_and(|ev| root.is_candidate(&ev))
+        })
+        .flat_map(|t| ancestors(&t.devpath).chain(std::iter::once(t.devpath.as_slice())))
+        .collect();
+    if critical.is_empty() {
+        return devices;
+    }
+    let first: Vec<bool> = devices
+        .iter()
+        .map(|t| critical.contains(t.devpath.as_slice()))
+        .collect();
+    let mut ranked: Vec<(bool, Target)> = first.into_iter().zip(devices).collect();
+    // Stable: parents before children within each group still.
+    ranked.sort_by_key(|(f, _)| !*f);
+    ranked.into_iter().map(|(_, t)| t).collect()
+}
+
 pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
     if let Some(seconds) = o.wait_daemon {
         wait_daemon(roots, seconds)?;
@@ -262,7 +298,13 @@ pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
         walk_devices(&sysfs, |v| collect(&mut devices, v))?;
     }
     let mut targets: Vec<Target> = subsystems.into_iter().filter(|t| t.chosen).collect();
-    targets.extend(order(devices, o.include_parents, &o.prioritized_subsystem));
+    let mut devices = order(devices, o.include_parents, &o.prioritized_subsystem);
+    if o.action == Action::Add {
+        if let Some(root) = root_from_cmdline() {
+            devices = root_first(&sysfs, devices, &root);
+        }
+    }
+    targets.extend(devices);
     let shared_uuid = new_uuid();
     let progress =
         std::io::stderr().is_terminal() && !o.dry_run && !o.verbose && !o.uuid && !o.quiet;
@@ -338,6 +380,72 @@ mod tests {
         assert_eq!(&u[14..15], "4");
         assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"));
         assert_ne!(u, new_uuid());
+    }
+
+    #[test]
+    fn the_root_device_and_its_parents_are_triggered_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sys = tmp.path().join("sys");
+        let class = sys.join("class/block");
+        std::fs::create_dir_all(&class).unwrap();
+        let mut devices = Vec::new();
+        for (devpath, uevent) in [
+            ("/devices/pci0/host0", "DEVTYPE=scsi_host\n"),
+            (
+                "/devices/pci0/host0/block/sda",
+                "DEVTYPE=disk\nDEVNAME=sda\n",
+            ),
+            (
+                "/devices/pci0/host0/block/sda/sda1",
+                "DEVTYPE=partition\nDEVNAME=sda1\n",
+            ),
+            ("/devices/pci1/host1", "DEVTYPE=scsi_host\n"),
+            (
+                "/devices/pci1/host1/block/sdb",
+                "DEVTYPE=disk\nDEVNAME=sdb\n",
+            ),
+            (
+                "/devices/pci1/host1/block/sdb/sdb1",
+                "DEVTYPE=partition\nDEVNAME=sdb1\n",
+            ),
+            ("/devices/virtual/net/lo", "INTERFACE=lo\n"),
+        ] {
+            let dir = sys.join(&devpath[1..]);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("uevent"), uevent).unwrap();
+            if devpath.contains("/block/") {
+                std::os::unix::fs::symlink(&class, dir.join("subsystem")).unwrap();
+            }
+            devices.push(Target {
+                devpath: devpath.as_bytes().to_vec(),
+                dir,
+                chosen: true,
+            });
+        }
+        let sysfs = Sysfs::new(&sys);
+        let paths = |ts: &[Target]| -> Vec<String> {
+            ts.iter()
+                .map(|t| String::from_utf8_lossy(&t.devpath).into_owned())
+                .collect()
+        };
+        let root = RootDevice::parse("/dev/sdb1").unwrap();
+        let picked = root_first(&sysfs, devices, &root);
+        assert_eq!(
+            paths(&picked),
+            [
+                "/devices/pci1/host1",
+                "/devices/pci1/host1/block/sdb",
+                "/devices/pci1/host1/block/sdb/sdb1",
+                "/devices/pci0/host0",
+                "/devices/pci0/host0/block/sda",
+                "/devices/pci0/host0/block/sda/sda1",
+                "/devices/virtual/net/lo",
+            ]
+        );
+        // A root no device here can be: the walk's order, untouched.
+        let none = RootDevice::parse("/dev/vdz").unwrap();
+        let again = root_first(&sysfs, picked, &none);
+        assert_eq!(paths(&again)[0], "/devices/pci1/host1");
     }
 
     #[test]
