@@ -6,7 +6,7 @@ use crate::config::Coldplug;
 use crate::job::{Job, Source};
 use crate::manager::Daemon;
 use crate::pipeline::Known;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 use uevd_sysfs::{walk_devices, walk_subsystems, Sysfs};
 use uevd_uevent::{Action, Uevent};
@@ -95,39 +95,10 @@ impl Daemon {
     /// The devpaths of the block devices that may be the root device, and
     /// of each of their parents, parents first; nothing without `root=`.
     fn boot_critical(&self) -> Vec<Box<[u8]>> {
-        let Some(root) = &self.root else {
-            return Vec::new();
-        };
-        let mut found: BTreeSet<Box<[u8]>> = BTreeSet::new();
-        let Ok(entries) = std::fs::read_dir(self.sysfs.root().join("class/block")) else {
-            return Vec::new();
-        };
-        for e in entries.flatten() {
-            let Ok(real) = std::fs::canonicalize(e.path()) else {
-                continue;
-            };
-            let Some(devpath) = self.sysfs.devpath_of(&real) else {
-                continue;
-            };
-            match self.sysfs.read_event(Action::Add, &devpath) {
-                Ok(ev) if root.is_candidate(&ev) => {}
-                _ => continue,
-            }
-            // Each ancestor that is a device (has a uevent file), then it.
-            for (i, _) in devpath
-                .iter()
-                .enumerate()
-                .filter(|&(i, &c)| i > 0 && c == b'/')
-            {
-                let p = &devpath[..i];
-                if self.sysfs.syspath(p).join("uevent").is_file() {
-                    found.insert(p.into());
-                }
-            }
-            found.insert(devpath.into());
+        match &self.root {
+            Some(root) => crate::rootdev::boot_critical(&self.sysfs, root),
+            None => Vec::new(),
         }
-        // A devpath sorts before every devpath below it.
-        found.into_iter().collect()
     }
 
     /// Queues a synthesised `add` for every device in sysfs whose devpath

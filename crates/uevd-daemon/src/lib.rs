@@ -41,7 +41,7 @@ pub use config::{control_socket, Coldplug, Config};
 pub use job::{Job, Source};
 pub use manager::run;
 pub use pipeline::{Known, Processor};
-pub use rootdev::RootDevice;
+pub use rootdev::{boot_critical, RootDevice};
 pub use settings::Settings;
 pub use uevd_uevent::Properties;
 pub use watch::Watches;

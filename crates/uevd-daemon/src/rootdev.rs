@@ -14,6 +14,9 @@
 //! kernels (6.1 sends only PARTN and PARTNAME) every partition is a
 //! candidate.
 
+use std::collections::BTreeSet;
+use std::os::unix::ffi::OsStrExt;
+use uevd_sysfs::Sysfs;
 use uevd_uevent::{Action, Uevent};
 
 /// What `root=` names, as far as an event can tell.
@@ -160,6 +163,58 @@ impl RootDevice {
             RootDevice::AnyBlock => true,
         }
     }
+}
+
+/// The devpaths of the block devices in `sysfs` that may be the root
+/// device, and of each of their ancestors that is a device, parents first:
+/// what a coldplug sends or queues before everything else. A root named
+/// by its node or number is looked up directly; one only a probe can
+/// tell (`UUID=`, `LABEL=`) makes every disk and partition a candidate.
+pub fn boot_critical(sysfs: &Sysfs, root: &RootDevice) -> Vec<Box<[u8]>> {
+    let direct = match root {
+        RootDevice::Name(name) if !name.contains(&b'/') => Some(
+            sysfs
+                .root()
+                .join("class/block")
+                .join(std::ffi::OsStr::from_bytes(name)),
+        ),
+        RootDevice::Number(major, minor) => Some(sysfs.devnum_link(true, (*major, *minor))),
+        _ => None,
+    };
+    let paths: Vec<std::path::PathBuf> = match direct {
+        Some(p) if p.exists() => vec![p],
+        _ => match std::fs::read_dir(sysfs.root().join("class/block")) {
+            Ok(entries) => entries.flatten().map(|e| e.path()).collect(),
+            Err(_) => return Vec::new(),
+        },
+    };
+    let mut found: BTreeSet<Box<[u8]>> = BTreeSet::new();
+    for path in paths {
+        let Ok(real) = std::fs::canonicalize(&path) else {
+            continue;
+        };
+        let Some(devpath) = sysfs.devpath_of(&real) else {
+            continue;
+        };
+        match sysfs.read_event(Action::Add, &devpath) {
+            Ok(ev) if root.is_candidate(&ev) => {}
+            _ => continue,
+        }
+        // Each ancestor that is a device (has a uevent file), then it.
+        for (i, _) in devpath
+            .iter()
+            .enumerate()
+            .filter(|&(i, &c)| i > 0 && c == b'/')
+        {
+            let p = &devpath[..i];
+            if sysfs.syspath(p).join("uevent").is_file() {
+                found.insert(p.into());
+            }
+        }
+        found.insert(devpath.into());
+    }
+    // A devpath sorts before every devpath below it.
+    found.into_iter().collect()
 }
 
 #[cfg(test)]

@@ -188,6 +188,56 @@ fn trigger_matches_as_systemd_260_does() {
 }
 
 #[test]
+fn trigger_sends_the_root_device_and_its_parents_first() {
+    let s = Scratch::new();
+    let listed = |cmdline: Option<&str>, args: &[&str]| -> Vec<String> {
+        let mut c = Command::new(uevd());
+        c.args(["--sys", &s.path("sys"), "--dev", &s.path("dev")])
+            .args(["--run", &s.path("run"), "trigger", "--dry-run"])
+            .args(args);
+        match cmdline {
+            Some(l) => c.env("SYSTEMD_PROC_CMDLINE", l),
+            None => c.env_remove("SYSTEMD_PROC_CMDLINE"),
+        };
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let sys = s.path("sys");
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| l.strip_prefix(&sys).unwrap_or(l).to_string())
+            .collect()
+    };
+    let net_first = ["--prioritized-subsystem=net", "--action=add"];
+    assert_eq!(listed(None, &net_first), [LO, PCI, VDA, VDA1]);
+    // root= names vda1: it and its parents before everything else.
+    for root in [
+        "root=/dev/vda1",
+        "root=254:1",
+        "quiet root=/dev/disk/by-partuuid/x root=vda1",
+    ] {
+        assert_eq!(
+            listed(Some(root), &net_first),
+            [PCI, VDA, VDA1, LO],
+            "{root}"
+        );
+    }
+    // Only a probe can tell: every disk and partition.
+    assert_eq!(
+        listed(Some("root=UUID=0a1b"), &net_first),
+        [PCI, VDA, VDA1, LO]
+    );
+    // A root that is no device here, no root, or not an add: as walked.
+    for cmdline in ["root=/dev/sdz", "root=tmpfs", "quiet"] {
+        assert_eq!(listed(Some(cmdline), &net_first), [LO, PCI, VDA, VDA1]);
+    }
+    assert_eq!(
+        listed(Some("root=/dev/vda1"), &["--prioritized-subsystem=net"]),
+        [LO, PCI, VDA, VDA1]
+    );
+}
+
+#[test]
 fn trigger_uuid_gives_each_event_its_own() {
     let s = Scratch::new();
     let out = s.uevd(&["trigger", "--action=add", "--uuid", "-y", "vda*"]);

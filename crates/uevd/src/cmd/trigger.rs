@@ -6,7 +6,7 @@ use crate::Roots;
 use clap::ValueEnum;
 use std::collections::HashSet;
 use std::io::{self, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use uevd_control::{call, Reply, Request};
@@ -240,39 +240,67 @@ fn order(devices: Vec<Target>, include_parents: bool, prioritized: &[String]) ->
     ranked.into_iter().map(|(_, t)| t).collect()
 }
 
-/// The root device `root=` names on the kernel command line, if any.
-fn root_from_cmdline() -> Option<RootDevice> {
+/// The root device `root=` names on the kernel command line, when it can
+/// name a device of `roots.sys`: the kernel's, or any with
+/// `$SYSTEMD_PROC_CMDLINE` set.
+fn root_from_cmdline(roots: &Roots) -> Option<RootDevice> {
+    if roots.sys != Path::new("/sys") && std::env::var_os("SYSTEMD_PROC_CMDLINE").is_none() {
+        return None;
+    }
     let line = std::str::from_utf8(uevd_host::proc_cmdline()?).ok()?;
     RootDevice::from_cmdline_words(line.split_ascii_whitespace())
 }
 
-/// The devices that may be the root device `root` names, and their
-/// parents, moved in front of the others (each group in its order), as the
-/// daemon's own coldplug queues them: an add for the root's disk is then
-/// among the first events, instead of waiting behind thousands of others
-/// for its turn to be sent.
-fn root_first(sysfs: &Sysfs, devices: Vec<Target>, root: &RootDevice) -> Vec<Target> {
-    let critical: HashSet<&[u8]> = devices
-        .iter()
-        .filter(|t| t.devpath.windows(7).any(|w| w == b"/block/"))
-        .filter(|t| {
-            sysfs
-                .read_event(Action::Add, &t.devpath)
-                .is_ok_and(|ev| root.is_candidate(&ev))
-        })
-        .flat_map(|t| ancestors(&t.devpath).chain(std::iter::once(t.devpath.as_slice())))
-        .collect();
-    if critical.is_empty() {
-        return devices;
+/// Writes the requests, counting what failed.
+struct Sender<'a> {
+    o: &'a Options,
+    shared_uuid: String,
+    failed: usize,
+    out: std::io::StdoutLock<'static>,
+}
+
+impl Sender<'_> {
+    fn send(&mut self, t: &Target) {
+        let o = self.o;
+        if o.dry_run || o.verbose {
+            let _ = writeln!(self.out, "{}", t.dir.display());
+        }
+        if o.dry_run {
+            return;
+        }
+        let uuid = if o.uuid {
+            new_uuid()
+        } else {
+            self.shared_uuid.clone()
+        };
+        let mut sent = request_uevent(&t.dir, o.action, Some(&uuid), &[]);
+        if sent
+            .as_ref()
+            .is_err_and(|e| e.raw_os_error() == Some(libc::EINVAL))
+        {
+            // Old kernels do not take a UUID: ask plainly.
+            sent = request_uevent(&t.dir, o.action, None, &[]);
+        }
+        match sent {
+            Ok(()) if o.uuid => {
+                let _ = writeln!(self.out, "{uuid}");
+            }
+            Ok(()) => {}
+            // Gone meanwhile: nothing to trigger.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                log::debug!("{}: {e}", String::from_utf8_lossy(&t.devpath))
+            }
+            Err(e) => {
+                self.failed += 1;
+                let what = format!("{}/uevent: {e}", t.dir.display());
+                if o.quiet {
+                    log::debug!("{what}");
+                } else {
+                    log::warn!("{what}");
+                }
+            }
+        }
     }
-    let first: Vec<bool> = devices
-        .iter()
-        .map(|t| critical.contains(t.devpath.as_slice()))
-        .collect();
-    let mut ranked: Vec<(bool, Target)> = first.into_iter().zip(devices).collect();
-    // Stable: parents before children within each group still.
-    ranked.sort_by_key(|(f, _)| !*f);
-    ranked.into_iter().map(|(_, t)| t).collect()
 }
 
 pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
@@ -282,6 +310,33 @@ pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
     let ctx = Ctx::new(roots);
     let sysfs = Sysfs::new(&roots.sys);
     let select = selection(&o, &ctx)?;
+    let mut sender = Sender {
+        o: &o,
+        shared_uuid: new_uuid(),
+        failed: 0,
+        out: std::io::stdout().lock(),
+    };
+    // The devices root= may name, and their parents, go before the walk of
+    // everything else has even started, as the daemon's coldplug queues
+    // them: the root's add is among the first events instead of waiting
+    // its turn behind thousands of others.
+    let mut sent_first: HashSet<Vec<u8>> = HashSet::new();
+    if o.action == Action::Add && matches!(o.kind, Kind::Devices | Kind::All) {
+        if let Some(root) = root_from_cmdline(roots) {
+            for devpath in uevd_daemon::boot_critical(&sysfs, &root) {
+                let dir = sysfs.syspath(&devpath);
+                if select.accepts(&ctx, &devpath, &dir) {
+                    let t = Target {
+                        devpath: devpath.into_vec(),
+                        dir,
+                        chosen: true,
+                    };
+                    sender.send(&t);
+                    sent_first.insert(t.devpath);
+                }
+            }
+        }
+    }
     let mut subsystems: Vec<Target> = Vec::new();
     let mut devices: Vec<Target> = Vec::new();
     let collect = |list: &mut Vec<Target>, v: uevd_sysfs::Visit<'_>| {
@@ -298,64 +353,22 @@ pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
         walk_devices(&sysfs, |v| collect(&mut devices, v))?;
     }
     let mut targets: Vec<Target> = subsystems.into_iter().filter(|t| t.chosen).collect();
-    let mut devices = order(devices, o.include_parents, &o.prioritized_subsystem);
-    if o.action == Action::Add {
-        if let Some(root) = root_from_cmdline() {
-            devices = root_first(&sysfs, devices, &root);
-        }
-    }
-    targets.extend(devices);
-    let shared_uuid = new_uuid();
+    targets.extend(
+        order(devices, o.include_parents, &o.prioritized_subsystem)
+            .into_iter()
+            .filter(|t| !sent_first.contains(&t.devpath)),
+    );
     let progress =
         std::io::stderr().is_terminal() && !o.dry_run && !o.verbose && !o.uuid && !o.quiet;
     let total = targets.len();
-    let mut failed = 0;
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
     for (i, t) in targets.iter().enumerate() {
-        if o.dry_run || o.verbose {
-            let _ = writeln!(out, "{}", t.dir.display());
-        }
-        if o.dry_run {
-            continue;
-        }
-        let uuid = if o.uuid {
-            new_uuid()
-        } else {
-            shared_uuid.clone()
-        };
-        let mut sent = request_uevent(&t.dir, o.action, Some(&uuid), &[]);
-        if sent
-            .as_ref()
-            .is_err_and(|e| e.raw_os_error() == Some(libc::EINVAL))
-        {
-            // Old kernels do not take a UUID: ask plainly.
-            sent = request_uevent(&t.dir, o.action, None, &[]);
-        }
-        match sent {
-            Ok(()) if o.uuid => {
-                let _ = writeln!(out, "{uuid}");
-            }
-            Ok(()) => {}
-            // Gone meanwhile: nothing to trigger.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                log::debug!("{}: {e}", String::from_utf8_lossy(&t.devpath))
-            }
-            Err(e) => {
-                failed += 1;
-                let what = format!("{}/uevent: {e}", t.dir.display());
-                if o.quiet {
-                    log::debug!("{what}");
-                } else {
-                    log::warn!("{what}");
-                }
-            }
-        }
+        sender.send(t);
         if progress && (i % 256 == 0 || i + 1 == total) {
             eprint!("\rtriggered {}/{total}", i + 1);
         }
     }
-    drop(out);
+    let failed = sender.failed;
+    drop(sender);
     if progress {
         eprintln!();
     }
@@ -380,72 +393,6 @@ mod tests {
         assert_eq!(&u[14..15], "4");
         assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"));
         assert_ne!(u, new_uuid());
-    }
-
-    #[test]
-    fn the_root_device_and_its_parents_are_triggered_first() {
-        let tmp = tempfile::tempdir().unwrap();
-        let sys = tmp.path().join("sys");
-        let class = sys.join("class/block");
-        std::fs::create_dir_all(&class).unwrap();
-        let mut devices = Vec::new();
-        for (devpath, uevent) in [
-            ("/devices/pci0/host0", "DEVTYPE=scsi_host\n"),
-            (
-                "/devices/pci0/host0/block/sda",
-                "DEVTYPE=disk\nDEVNAME=sda\n",
-            ),
-            (
-                "/devices/pci0/host0/block/sda/sda1",
-                "DEVTYPE=partition\nDEVNAME=sda1\n",
-            ),
-            ("/devices/pci1/host1", "DEVTYPE=scsi_host\n"),
-            (
-                "/devices/pci1/host1/block/sdb",
-                "DEVTYPE=disk\nDEVNAME=sdb\n",
-            ),
-            (
-                "/devices/pci1/host1/block/sdb/sdb1",
-                "DEVTYPE=partition\nDEVNAME=sdb1\n",
-            ),
-            ("/devices/virtual/net/lo", "INTERFACE=lo\n"),
-        ] {
-            let dir = sys.join(&devpath[1..]);
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join("uevent"), uevent).unwrap();
-            if devpath.contains("/block/") {
-                std::os::unix::fs::symlink(&class, dir.join("subsystem")).unwrap();
-            }
-            devices.push(Target {
-                devpath: devpath.as_bytes().to_vec(),
-                dir,
-                chosen: true,
-            });
-        }
-        let sysfs = Sysfs::new(&sys);
-        let paths = |ts: &[Target]| -> Vec<String> {
-            ts.iter()
-                .map(|t| String::from_utf8_lossy(&t.devpath).into_owned())
-                .collect()
-        };
-        let root = RootDevice::parse("/dev/sdb1").unwrap();
-        let picked = root_first(&sysfs, devices, &root);
-        assert_eq!(
-            paths(&picked),
-            [
-                "/devices/pci1/host1",
-                "/devices/pci1/host1/block/sdb",
-                "/devices/pci1/host1/block/sdb/sdb1",
-                "/devices/pci0/host0",
-                "/devices/pci0/host0/block/sda",
-                "/devices/pci0/host0/block/sda/sda1",
-                "/devices/virtual/net/lo",
-            ]
-        );
-        // A root no device here can be: the walk's order, untouched.
-        let none = RootDevice::parse("/dev/vdz").unwrap();
-        let again = root_first(&sysfs, picked, &none);
-        assert_eq!(paths(&again)[0], "/devices/pci1/host1");
     }
 
     #[test]
