@@ -163,8 +163,14 @@ mod tests {
     );
 
     fn apply(timing: bool) -> crate::Outcome {
+        apply_text("/x/70-t.rules", RULES, timing)
+    }
+
+    /// Rules from `text` on a network interface, timed or not.
+    fn apply_text(name: &str, text: &str, timing: bool) -> crate::Outcome {
         let tmp = tempfile::tempdir().unwrap();
-        let (rules, _) = Rules::from_text("/x/70-t.rules", RULES.as_bytes(), &Config::default());
+        let (rules, errors) = Rules::from_text(name, text.as_bytes(), &Config::default());
+        assert!(errors.is_empty(), "{errors:?}");
         rules.apply_timed(
             Event {
                 device: interface(tmp.path()),
@@ -235,21 +241,8 @@ mod tests {
     #[test]
     fn a_line_reads_the_clock_only_once_it_reaches_a_token_that_leaves_memory() {
         let reads = |text: &str| {
-            let tmp = tempfile::tempdir().unwrap();
-            let (rules, errors) =
-                Rules::from_text("/x/t.rules", text.as_bytes(), &Config::default());
-            assert!(errors.is_empty(), "{errors:?}");
             let before = CLOCK_READS.with(|c| c.get());
-            rules.apply_timed(
-                Event {
-                    device: interface(tmp.path()),
-                    previous: None,
-                    test: true,
-                    trace: false,
-                },
-                &NoStore,
-                true,
-            );
+            apply_text("/x/t.rules", text, true);
             CLOCK_READS.with(|c| c.get()) - before
         };
         // Timed lines that fail on their cheap match first: no clock.

@@ -97,8 +97,18 @@ impl Scratch {
 
     /// `uevd [roots] ARGS`.
     fn uevd(&self, args: &[&str]) -> Output {
-        Command::new(uevd())
-            .args(["--sys", &self.path("sys"), "--dev", &self.path("dev")])
+        self.uevd_with(None, args)
+    }
+
+    /// `uevd [roots] ARGS` with `$SYSTEMD_PROC_CMDLINE` set to `cmdline`,
+    /// or unset.
+    fn uevd_with(&self, cmdline: Option<&str>, args: &[&str]) -> Output {
+        let mut c = Command::new(uevd());
+        match cmdline {
+            Some(l) => c.env("SYSTEMD_PROC_CMDLINE", l),
+            None => c.env_remove("SYSTEMD_PROC_CMDLINE"),
+        };
+        c.args(["--sys", &self.path("sys"), "--dev", &self.path("dev")])
             .args([
                 "--run",
                 &self.path("run"),
@@ -112,7 +122,12 @@ impl Scratch {
 
     /// The devpaths a dry-run trigger lists, in its order.
     fn chosen(&self, args: &[&str]) -> Vec<String> {
-        let out = self.uevd(&[&["trigger", "--dry-run"], args].concat());
+        self.chosen_with(None, args)
+    }
+
+    /// [`Scratch::chosen`] with a kernel command line.
+    fn chosen_with(&self, cmdline: Option<&str>, args: &[&str]) -> Vec<String> {
+        let out = self.uevd_with(cmdline, &[&["trigger", "--dry-run"], args].concat());
         assert!(out.status.success(), "{args:?}: {out:?}");
         let sys = self.path("sys");
         String::from_utf8(out.stdout)
@@ -190,24 +205,7 @@ fn trigger_matches_as_systemd_260_does() {
 #[test]
 fn trigger_sends_the_root_device_and_its_parents_first() {
     let s = Scratch::new();
-    let listed = |cmdline: Option<&str>, args: &[&str]| -> Vec<String> {
-        let mut c = Command::new(uevd());
-        c.args(["--sys", &s.path("sys"), "--dev", &s.path("dev")])
-            .args(["--run", &s.path("run"), "trigger", "--dry-run"])
-            .args(args);
-        match cmdline {
-            Some(l) => c.env("SYSTEMD_PROC_CMDLINE", l),
-            None => c.env_remove("SYSTEMD_PROC_CMDLINE"),
-        };
-        let out = c.output().unwrap();
-        assert!(out.status.success(), "{out:?}");
-        let sys = s.path("sys");
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| l.strip_prefix(&sys).unwrap_or(l).to_string())
-            .collect()
-    };
+    let listed = |cmdline: Option<&str>, args: &[&str]| s.chosen_with(cmdline, args);
     let net_first = ["--prioritized-subsystem=net", "--action=add"];
     assert_eq!(listed(None, &net_first), [LO, PCI, VDA, VDA1]);
     // root= names vda1: it and its parents before everything else.
