@@ -8,7 +8,6 @@
 //! cost grows with the number of records, once, at start.
 
 use std::collections::HashSet;
-use std::os::unix::ffi::OsStrExt;
 use uevd_db::{Database, DeviceId};
 use uevd_sysfs::{unescape_name, Sysfs};
 
@@ -90,28 +89,15 @@ fn present(sysfs: &Sysfs, id: &str, interfaces: &mut Option<HashSet<u32>>) -> Op
             Some(known.contains(&ifindex))
         }
         "+" => {
+            // Where udev looks for a subsystem, module, driver or device
+            // named by subsystem and name.
             let (subsystem, name) = rest.split_once(':')?;
-            let name = std::ffi::OsStr::from_bytes(name.as_bytes());
-            match subsystem {
-                "drivers" => {
-                    let (bus, driver) = rest["drivers:".len()..].split_once(':')?;
-                    Some(exists(
-                        root.join("bus").join(bus).join("drivers").join(driver),
-                    ))
-                }
-                "module" => Some(exists(root.join("module").join(name))),
-                "subsystem" => Some(
-                    exists(root.join("bus").join(name)) || exists(root.join("class").join(name)),
-                ),
-                _ => {
-                    let sysname = unescape_name(name.as_bytes());
-                    Some(
-                        sysfs
-                            .path_by_subsystem_sysname(subsystem.as_bytes(), &sysname)
-                            .is_some(),
-                    )
-                }
-            }
+            let sysname = unescape_name(name.as_bytes());
+            Some(
+                sysfs
+                    .path_by_subsystem_sysname(subsystem.as_bytes(), &sysname)
+                    .is_some(),
+            )
         }
         _ => None,
     }

@@ -14,7 +14,7 @@
 //! kernels (6.1 sends only PARTN and PARTNAME) every partition is a
 //! candidate.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::os::unix::ffi::OsStrExt;
 use uevd_sysfs::Sysfs;
 use uevd_uevent::{Action, Uevent};
@@ -189,6 +189,8 @@ pub fn boot_critical(sysfs: &Sysfs, root: &RootDevice) -> Vec<Box<[u8]>> {
         },
     };
     let mut found: BTreeSet<Box<[u8]>> = BTreeSet::new();
+    // Ancestors already looked at: a thousand disks share a few hosts.
+    let mut looked_at: HashSet<Vec<u8>> = HashSet::new();
     for path in paths {
         let Ok(real) = std::fs::canonicalize(&path) else {
             continue;
@@ -207,7 +209,7 @@ pub fn boot_critical(sysfs: &Sysfs, root: &RootDevice) -> Vec<Box<[u8]>> {
             .filter(|&(i, &c)| i > 0 && c == b'/')
         {
             let p = &devpath[..i];
-            if sysfs.syspath(p).join("uevent").is_file() {
+            if looked_at.insert(p.to_vec()) && sysfs.syspath(p).join("uevent").is_file() {
                 found.insert(p.into());
             }
         }

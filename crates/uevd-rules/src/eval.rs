@@ -574,13 +574,6 @@ impl<'a> State<'a> {
         }
     }
 
-    fn sysfs_root(&self) -> PathBuf {
-        // The device's path minus its devpath: the sysfs root in use.
-        let sp = self.dev.syspath().as_os_str().as_bytes();
-        let dp = self.dev.devpath();
-        PathBuf::from(OsStr::from_bytes(sp.strip_suffix(dp).unwrap_or(b"/sys")))
-    }
-
     /// `[subsystem/sysname]attribute` → the file, or the device directory
     /// when `attribute` is empty.
     fn subsys_path(&self, spec: &[u8]) -> Option<PathBuf> {
@@ -592,32 +585,17 @@ impl<'a> State<'a> {
             .unwrap_or(&spec[close + 1..]);
         let slash = inner.iter().position(|&c| c == b'/')?;
         let (subsystem, sysname) = (&inner[..slash], &inner[slash + 1..]);
-        if subsystem.is_empty()
-            || sysname.is_empty()
-            || [subsystem, sysname, attr]
-                .iter()
-                .any(|p| p.split(|&c| c == b'/').any(|c| c == b".."))
-        {
+        // The lookup refuses empty and `..` components in the names.
+        if attr.split(|&c| c == b'/').any(|c| c == b"..") {
             return None;
         }
-        let root = self.sysfs_root();
-        let s = OsStr::from_bytes(subsystem);
-        let n = OsStr::from_bytes(sysname);
-        // Modules live in /sys/module alone, as udev looks for them: no
-        // failing lookups in /sys/class and /sys/bus first (the stock rules
-        // ask for `[module/sg]` on every SCSI device). Whoever asked checks
-        // that the path exists.
-        let dir = if subsystem == b"module" {
-            root.join("module").join(n)
-        } else {
-            let candidates = [
-                root.join("class").join(s).join(n),
-                root.join("bus").join(s).join("devices").join(n),
-                root.join("subsystem").join(s).join("devices").join(n),
-                root.join(s).join(n),
-            ];
-            candidates.into_iter().find(|p| p.exists())?
-        };
+        // Where udev looks: /sys/module for modules (the stock rules ask
+        // for `[module/sg]` on every SCSI device), the bus, then the class,
+        // then the firmware directory for devices.
+        let dir = self
+            .dev
+            .sysfs()
+            .path_by_subsystem_sysname(subsystem, sysname)?;
         Some(if attr.is_empty() {
             dir
         } else {
@@ -1738,8 +1716,7 @@ impl Rules {
             trace: state.trace.unwrap_or_default(),
             programs: state.programs,
             builtins: state.builtins,
-            slow_lines: std::mem::replace(&mut state.line_timer, crate::timing::Lines::new(false))
-                .finish(self),
+            slow_lines: state.line_timer.finish(self),
             warnings: state.warnings,
             dumps: state.dumps,
         }

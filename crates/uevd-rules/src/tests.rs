@@ -145,6 +145,19 @@ impl Tree {
     fn run(&self, rules: &str, devpath: &str) -> Outcome {
         self.run_with(rules, devpath, Action::Add, None)
     }
+
+    /// Compiled rules on the device's `add`, untraced, with no database.
+    fn apply(&self, rules: &Rules, devpath: &str) -> Outcome {
+        rules.apply(
+            Event {
+                device: self.device(devpath, Action::Add),
+                previous: None,
+                test: false,
+                trace: false,
+            },
+            &NoStore,
+        )
+    }
 }
 
 const SDA: &str = "/devices/pci0000:00/0000:00:05.0/host0/target0:0:0/0:0:0:0/block/sda";
@@ -655,15 +668,7 @@ fn errors_are_reported_with_their_place_and_the_rest_works() {
             "x.rules:6:1: error: GOTO=\"nowhere\" has no matching LABEL later in the file; the GOTO is ignored",
         ]
     );
-    let o = rules.apply(
-        Event {
-            device: t.device(SDA, Action::Add),
-            previous: None,
-            test: false,
-            trace: false,
-        },
-        &NoStore,
-    );
+    let o = t.apply(&rules, SDA);
     assert_eq!(prop(&o, "GOOD"), Some("1"));
     assert_eq!(prop(&o, "ALSO_GOOD"), Some("1"));
 }
@@ -967,15 +972,7 @@ fn a_fifo_or_a_link_to_itself_among_the_rules_is_reported_and_skipped() {
     );
     assert!(diags.iter().all(|d| d.severity == Severity::Error));
     assert_eq!(rules.file_count(), 1);
-    let o = rules.apply(
-        Event {
-            device: t.device(SDA, Action::Add),
-            previous: None,
-            test: false,
-            trace: false,
-        },
-        &NoStore,
-    );
+    let o = t.apply(&rules, SDA);
     assert_eq!(prop(&o, "GOOD"), Some("1"));
     // What `uevd verify FILE` reads is read the same way.
     assert!(read_rules_file(&fifo).is_err());
@@ -1032,15 +1029,7 @@ fn appending_to_a_full_value_is_refused_with_the_whole_length() {
     let text = format!("KERNEL==\"sda\", ENV{{A}}=\"{full}\"\nKERNEL==\"sda\", ENV{{A}}+=\"w\"\n");
     let (rules, diags) = Rules::from_text("add.rules", text.as_bytes(), &t.config());
     assert!(diags.is_empty(), "{diags:?}");
-    let o = rules.apply(
-        Event {
-            device: t.device(SDA, Action::Add),
-            previous: None,
-            test: false,
-            trace: false,
-        },
-        &NoStore,
-    );
+    let o = t.apply(&rules, SDA);
     assert_eq!(prop(&o, "A").map(str::len), Some(511));
     assert_eq!(o.warnings.len(), 1, "{:?}", o.warnings);
     assert!(
@@ -1071,15 +1060,7 @@ KERNEL==\"sda\", MODE=\"0%k\", ENV{C}=\"1\"\n";
             "v.rules:3:1: warning: the rule has no effect (it only matches); ignored",
         ]
     );
-    let o = rules.apply(
-        Event {
-            device: t.device(SDA, Action::Add),
-            previous: None,
-            test: false,
-            trace: false,
-        },
-        &NoStore,
-    );
+    let o = t.apply(&rules, SDA);
     assert_eq!(prop(&o, "A"), Some("1"));
     assert_eq!(prop(&o, "B"), None);
     assert_eq!(prop(&o, "C"), Some("1"));
@@ -1175,15 +1156,7 @@ fn root_and_devnode_follow_the_dev_directory_in_use() {
         &config,
     );
     assert!(diags.is_empty(), "{diags:?}");
-    let o = rules.apply(
-        Event {
-            device: t.device(SDA, Action::Add),
-            previous: None,
-            test: false,
-            trace: false,
-        },
-        &NoStore,
-    );
+    let o = t.apply(&rules, SDA);
     assert_eq!(
         prop(&o, "R"),
         Some("/tmp/uevd-dev|/tmp/uevd-dev|/tmp/uevd-dev/sda|/tmp/uevd-dev/sda")
@@ -1217,15 +1190,7 @@ fn newer_syntax_is_accepted_and_its_misuse_reported_with_its_place() {
             "n.rules:8:16: error: the i\"...\" prefix is only for '==' and '!=' (on ENV{X}); the rule is ignored",
         ]
     );
-    let o = rules.apply(
-        Event {
-            device: t.device(SDA, Action::Add),
-            previous: None,
-            test: false,
-            trace: false,
-        },
-        &NoStore,
-    );
+    let o = t.apply(&rules, SDA);
     assert_eq!(links(&o), vec!["keep"]);
     assert_eq!(prop(&o, "CVM"), Some("1"), "CONST{{cvm}} is never empty");
     assert_eq!(prop(&o, "I"), Some("1"));

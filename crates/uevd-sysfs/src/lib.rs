@@ -197,16 +197,22 @@ impl Sysfs {
     }
 
     /// Finds a device by subsystem and name the way udev's
-    /// `sd_device_new_from_subsystem_sysname()` does: the first of
-    /// `/bus/SUBSYSTEM/devices/NAME`, `/class/SUBSYSTEM/NAME` and
-    /// `/firmware/SUBSYSTEM/NAME` that exists decides, even when it turns out
-    /// not to be a device. A `/` in the name stands for the `!` sysfs uses.
+    /// `sd_device_new_from_subsystem_sysname()` does (see
+    /// [`Sysfs::path_by_subsystem_sysname`]): the first place that exists
+    /// decides, even when it turns out not to be a device.
     pub fn device_by_subsystem_sysname(&self, subsystem: &[u8], sysname: &[u8]) -> Option<Device> {
         self.device_at(&self.path_by_subsystem_sysname(subsystem, sysname)?)
     }
 
     /// Where the device called `sysname` in `subsystem` lives in sysfs, if
-    /// it exists: found without reading it.
+    /// it exists: found without reading it, where udev looks (also for the
+    /// rules' `[SUBSYSTEM/NAME]`). `subsystem` names a bus or class
+    /// directory itself (`/bus/NAME`, `/class/NAME`); `module` is
+    /// `/module/NAME`; `drivers` takes `BUS:DRIVER` (`/bus/BUS/drivers/DRIVER`,
+    /// or the directory itself for `BUS:drivers`); anything else is the first
+    /// of `/bus/SUBSYSTEM/devices/NAME`, `/class/SUBSYSTEM/NAME` and
+    /// `/firmware/SUBSYSTEM/NAME`. A `/` in the name stands for the `!`
+    /// sysfs uses.
     pub fn path_by_subsystem_sysname(&self, subsystem: &[u8], sysname: &[u8]) -> Option<PathBuf> {
         let bad = |s: &[u8]| {
             s.is_empty()
@@ -216,17 +222,43 @@ impl Sysfs {
         if bad(subsystem) || bad(sysname) {
             return None;
         }
-        let name = escape_name(sysname);
-        let (subsystem, name) = (OsStr::from_bytes(subsystem), OsStr::from_bytes(&name));
-        let candidates = [
-            self.root
-                .join("bus")
-                .join(subsystem)
-                .join("devices")
-                .join(name),
-            self.root.join("class").join(subsystem).join(name),
-            self.root.join("firmware").join(subsystem).join(name),
-        ];
+        let escaped = escape_name(sysname);
+        let name = OsStr::from_bytes(&escaped);
+        let candidates = match subsystem {
+            b"subsystem" => vec![
+                self.root.join("bus").join(name),
+                self.root.join("class").join(name),
+            ],
+            b"module" => vec![self.root.join("module").join(name)],
+            b"drivers" => {
+                let colon = escaped.iter().position(|&c| c == b':')?;
+                let (bus, driver) = (&escaped[..colon], &escaped[colon + 1..]);
+                if driver.is_empty() {
+                    return None;
+                }
+                let drivers = self
+                    .root
+                    .join("bus")
+                    .join(OsStr::from_bytes(bus))
+                    .join("drivers");
+                vec![match driver {
+                    b"drivers" => drivers,
+                    _ => drivers.join(OsStr::from_bytes(driver)),
+                }]
+            }
+            _ => {
+                let subsystem = OsStr::from_bytes(subsystem);
+                vec![
+                    self.root
+                        .join("bus")
+                        .join(subsystem)
+                        .join("devices")
+                        .join(name),
+                    self.root.join("class").join(subsystem).join(name),
+                    self.root.join("firmware").join(subsystem).join(name),
+                ]
+            }
+        };
         candidates
             .into_iter()
             .find(|p| fs::symlink_metadata(p).is_ok())
@@ -986,6 +1018,28 @@ mod tests {
             .device_by_subsystem_sysname(b"ata_port", b"..")
             .is_none());
         assert!(sysfs.device_by_subsystem_sysname(b"", b"ata1").is_none());
+        // The places udev gives subsystems, modules and drivers.
+        fs::create_dir_all(root.join("module/sg")).unwrap();
+        fs::create_dir_all(root.join("class/module/ghost")).unwrap();
+        fs::create_dir_all(root.join("bus/scsi/drivers/sd")).unwrap();
+        let at = |s: &[u8], n: &[u8]| sysfs.path_by_subsystem_sysname(s, n);
+        assert_eq!(at(b"module", b"sg"), Some(root.join("module/sg")));
+        assert_eq!(at(b"module", b"ghost"), None);
+        assert_eq!(at(b"subsystem", b"scsi"), Some(root.join("bus/scsi")));
+        assert_eq!(
+            at(b"subsystem", b"ata_port"),
+            Some(root.join("class/ata_port"))
+        );
+        assert_eq!(
+            at(b"drivers", b"scsi:sd"),
+            Some(root.join("bus/scsi/drivers/sd"))
+        );
+        assert_eq!(
+            at(b"drivers", b"scsi:drivers"),
+            Some(root.join("bus/scsi/drivers"))
+        );
+        assert_eq!(at(b"drivers", b"scsi:"), None);
+        assert_eq!(at(b"drivers", b"sd"), None);
 
         let dev = Device::from_devpath(&sysfs, sdev.as_bytes()).unwrap();
         let found = dev
