@@ -83,8 +83,9 @@ impl Builtin for Kmod {
         // The event does not wait for the drivers: their inits may take
         // seconds, and the worker has other devices to do meanwhile.
         // Failures are reported as loads end; settle waits for them all.
+        // What the daemon asked for ahead for this device is not asked twice.
         let refs: Vec<&str> = wanted.iter().map(String::as_str).collect();
-        loader.load_in_background(&refs);
+        loader.load_for_device(call.device.devpath(), &refs);
         Ok(())
     }
 }

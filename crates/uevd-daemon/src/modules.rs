@@ -33,18 +33,17 @@ pub(crate) fn record_module_loads(journal: &Journal) {
     }
 }
 
-/// The MODALIAS of each `add` event, in order, each once.
-pub(crate) fn aliases_to_load<'a>(events: impl Iterator<Item = &'a Uevent>) -> Vec<&'a str> {
-    let mut aliases: Vec<&str> = Vec::new();
-    for ev in events.filter(|e| e.action() == Action::Add) {
-        let Some(alias) = ev.get_str("MODALIAS").filter(|a| !a.is_empty()) else {
-            continue;
-        };
-        if !aliases.contains(&alias) {
-            aliases.push(alias);
-        }
-    }
-    aliases
+/// Each `add` event's device and MODALIAS, in order.
+pub(crate) fn aliases_to_load<'a>(
+    events: impl Iterator<Item = &'a Uevent>,
+) -> Vec<(&'a [u8], &'a str)> {
+    events
+        .filter(|e| e.action() == Action::Add)
+        .filter_map(|ev| {
+            let alias = ev.get_str("MODALIAS").filter(|a| !a.is_empty())?;
+            Some((ev.devpath(), alias))
+        })
+        .collect()
 }
 
 /// When the rules load the drivers a device's MODALIAS names, the drivers
@@ -52,20 +51,28 @@ pub(crate) fn aliases_to_load<'a>(events: impl Iterator<Item = &'a Uevent>) -> V
 /// threads (each module once, its dependencies first), while the events
 /// wait in the queue: at a coldplug every driver of the machine starts at
 /// once, and at a hotplug the driver does not wait for the events queued
-/// before it. The events' own `kmod load` finds the modules loading or
-/// loaded, and settle waits for them. Nothing is read for it: the
-/// aliases are in the events.
+/// before it. The events' own `kmod load` finds its device's request made
+/// (and does not make it again), and settle waits for the loads. Nothing
+/// is read for it: the aliases are in the events.
 pub(crate) fn load_ahead<'a>(
     rules: impl FnOnce() -> std::sync::Arc<uevd_rules::Rules>,
     events: impl Iterator<Item = &'a Uevent>,
 ) {
-    let aliases = aliases_to_load(events);
+    let requests = aliases_to_load(events);
     // The rules are asked only for a batch that has something to load.
-    if aliases.is_empty() || !rules().loads_modaliases() {
+    if requests.is_empty() || !rules().loads_modaliases() {
         return;
     }
     if let Some(loader) = uevd_kmod::shared_if_open() {
-        loader.load_in_background(&aliases);
+        loader.load_ahead(&requests);
+    }
+}
+
+/// A device's `add` event is done: a later event's request for its
+/// driver is its own.
+pub(crate) fn event_done(devpath: &[u8]) {
+    if let Some(loader) = uevd_kmod::shared_if_open() {
+        loader.forget_ahead(devpath);
     }
 }
 
@@ -74,27 +81,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_added_devices_alias_is_asked_for_once_in_order() {
-        let ev = |action: &str, alias: Option<&str>| {
+    fn each_added_devices_alias_is_asked_for_in_order() {
+        let ev = |device: &str, action: &str, alias: Option<&str>| {
             let mut text =
-                format!("ACTION={action}\0DEVPATH=/devices/x\0SUBSYSTEM=pci\0SEQNUM=1\0");
+                format!("ACTION={action}\0DEVPATH=/devices/{device}\0SUBSYSTEM=pci\0SEQNUM=1\0");
             if let Some(a) = alias {
                 text.push_str(&format!("MODALIAS={a}\0"));
             }
             Uevent::parse_properties(text.as_bytes()).unwrap()
         };
         let events = [
-            ev("add", Some("pci:v00008086d0000100Esv")),
-            ev("add", Some("pci:v00001AF4d00001000sv")),
-            ev("add", Some("pci:v00008086d0000100Esv")),
-            ev("add", Some("")),
-            ev("add", None),
-            ev("change", Some("pci:v0000DEADd0000BEEFsv")),
-            ev("remove", Some("pci:v0000CAFEd0000F00Dsv")),
+            ev("e1", "add", Some("pci:v00008086d0000100Esv")),
+            ev("v1", "add", Some("pci:v00001AF4d00001000sv")),
+            ev("e2", "add", Some("pci:v00008086d0000100Esv")),
+            ev("x", "add", Some("")),
+            ev("y", "add", None),
+            ev("z", "change", Some("pci:v0000DEADd0000BEEFsv")),
+            ev("w", "remove", Some("pci:v0000CAFEd0000F00Dsv")),
         ];
+        let want = |d: &str, a: &'static str| (format!("/devices/{d}").into_bytes(), a);
+        let got: Vec<(Vec<u8>, &str)> = aliases_to_load(events.iter())
+            .into_iter()
+            .map(|(d, a)| (d.to_vec(), a))
+            .collect();
         assert_eq!(
-            aliases_to_load(events.iter()),
-            ["pci:v00008086d0000100Esv", "pci:v00001AF4d00001000sv"]
+            got,
+            [
+                want("e1", "pci:v00008086d0000100Esv"),
+                want("v1", "pci:v00001AF4d00001000sv"),
+                want("e2", "pci:v00008086d0000100Esv"),
+            ]
         );
     }
 }

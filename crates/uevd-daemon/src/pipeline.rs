@@ -282,6 +282,9 @@ impl Processor {
         };
         // Its rules may have written attributes that children read.
         self.sysfs.forget(device.devpath());
+        if device.event().action() == Action::Add {
+            crate::modules::event_done(device.devpath());
+        }
         let (announce, errors) = result;
         let error = (!errors.is_empty()).then(|| errors.join("; "));
         if let Some(e) = &error {

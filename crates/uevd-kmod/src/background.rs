@@ -7,9 +7,20 @@
 //! sleep, dependencies first as ever, each module once however many ask.
 //! Whoever must know that everything asked for is in (settle) waits for
 //! the loader to be idle.
+//!
+//! No thread here waits for another's insertion: a request that needs a
+//! module being inserted elsewhere is parked on it (load.rs) and queued
+//! again when that insertion ends, so that five devices asking for one
+//! slow driver hold one thread, not five, and unrelated drivers go on.
+//!
+//! A device's driver is asked for twice in the daemon: ahead, when its
+//! event arrives, and by its event's own rules. The second request of the
+//! same device for the same name is answered by the first (noted in
+//! `ahead` until the event is done): a module whose init fails is then not
+//! inserted, and failed, twice for one event.
 
 use crate::load::Loader;
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
@@ -23,6 +34,8 @@ struct State {
     pending: usize,
     threads: usize,
     sleeping: usize,
+    /// Device (its devpath) -> the name asked for ahead on its behalf.
+    ahead: HashMap<Box<[u8]>, String>,
 }
 
 #[derive(Default)]
@@ -51,13 +64,53 @@ impl Loader {
     /// returns at once. What fails is reported to the observer, as any
     /// load is. A name already waiting is not queued twice.
     pub fn load_in_background(&'static self, names_or_aliases: &[&str]) {
+        let st = self.background.lock();
+        self.queue_locked(st, names_or_aliases.iter().copied());
+    }
+
+    /// Starts loading, in the background, the name each device's event
+    /// asks for before the event itself gets to it; the event's own
+    /// request ([`Loader::load_for_device`]) then finds it asked for.
+    pub fn load_ahead(&'static self, requests: &[(&[u8], &str)]) {
+        let mut st = self.background.lock();
+        for (device, name) in requests {
+            st.ahead.insert(Box::from(*device), (*name).to_owned());
+        }
+        self.queue_locked(st, requests.iter().map(|(_, name)| *name));
+    }
+
+    /// [`Loader::load_in_background`] for a device's event, less the name
+    /// asked for ahead on its behalf.
+    pub fn load_for_device(&'static self, device: &[u8], names_or_aliases: &[&str]) {
+        let mut st = self.background.lock();
+        let ahead = st.ahead.remove(device);
+        let names = names_or_aliases
+            .iter()
+            .copied()
+            .filter(|n| ahead.as_deref() != Some(*n));
+        self.queue_locked(st, names);
+    }
+
+    /// The device's event is done: what was asked for ahead for it no
+    /// longer answers a later event's request.
+    pub fn forget_ahead(&self, device: &[u8]) {
+        let mut st = self.background.lock();
+        if !st.ahead.is_empty() {
+            st.ahead.remove(device);
+        }
+    }
+
+    fn queue_locked<'n>(
+        &'static self,
+        mut st: std::sync::MutexGuard<'_, State>,
+        names_or_aliases: impl Iterator<Item = &'n str>,
+    ) {
         let bg = &self.background;
-        let mut st = bg.lock();
         for name in names_or_aliases {
-            if !st.queued.insert((*name).to_owned()) {
+            if !st.queued.insert(name.to_owned()) {
                 continue;
             }
-            st.queue.push_back((*name).to_owned());
+            st.queue.push_back(name.to_owned());
             st.pending += 1;
         }
         let ready = st.queue.len();
@@ -100,8 +153,12 @@ impl Loader {
             if let Some(name) = st.queue.pop_front() {
                 st.queued.remove(&name);
                 drop(st);
-                self.load(&[&name]);
+                let parked = self.load_one(&name, Some(&name)).is_err();
                 st = bg.lock();
+                if parked {
+                    // Still pending: it comes back through unpark.
+                    continue;
+                }
                 st.pending -= 1;
                 if st.pending == 0 {
                     bg.idle.notify_all();
@@ -111,6 +168,17 @@ impl Loader {
             st.sleeping += 1;
             st = bg.work.wait(st).unwrap_or_else(|e| e.into_inner());
             st.sleeping -= 1;
+        }
+    }
+
+    /// Requests parked on a module whose insertion just ended: queued
+    /// again (they are still counted as pending).
+    pub(crate) fn unpark(&self, requests: Vec<String>) {
+        let bg = &self.background;
+        let mut st = bg.lock();
+        for r in requests {
+            st.queue.push_back(r);
+            bg.work.notify_one();
         }
     }
 

@@ -8,6 +8,9 @@
 //! insertion ends and takes its result. A thread holds at most one claim
 //! and never waits while holding one, so two requests can never wait on
 //! each other. Modules nobody else needs load in parallel, one per caller.
+//! The loader's own threads never wait at all: a request that needs a
+//! module another thread is inserting is parked on that module's slot and
+//! the thread goes on to the next request (background.rs).
 //!
 //! The decisions are udev's (systemd's module_load_and_warn): a module
 //! built in or live in sysfs is left alone, a blacklisted requested module
@@ -77,6 +80,9 @@ type Observer = Arc<dyn Fn(&LoadRecord<'_>) + Send + Sync>;
 #[derive(Default)]
 struct SlotState {
     loading: bool,
+    /// Background requests that need this module and went on to other
+    /// work rather than wait for it: asked again when its load ends.
+    parked: Vec<String>,
     /// Counts finished loads, so a waiter knows its load has ended even
     /// if another has begun since.
     generation: u64,
@@ -129,57 +135,78 @@ impl Loader {
     /// Loads each name or alias with its dependencies; one result per name,
     /// in order.
     pub fn load(&self, names_or_aliases: &[&str]) -> Vec<LoadResult> {
-        names_or_aliases.iter().map(|n| self.load_one(n)).collect()
+        names_or_aliases
+            .iter()
+            .map(|n| match self.load_one(n, None) {
+                Ok(r) => r,
+                Err(Parked) => unreachable!("a request that may wait is never parked"),
+            })
+            .collect()
     }
 
-    fn load_one(&self, name: &str) -> LoadResult {
+    /// Loads one name or alias. With `park`, a request that would wait
+    /// for a dependency another thread is inserting is parked on that
+    /// module's slot under the name `park` instead, to be asked again when
+    /// the insertion ends; and a requested module another thread is
+    /// inserting counts as done, since that thread reports how it went.
+    pub(crate) fn load_one(&self, name: &str, park: Option<&str>) -> Result<LoadResult, Parked> {
         let list = match self.resolver.lookup(name) {
             Ok(l) if l.is_empty() => {
-                return LoadResult {
+                return Ok(LoadResult {
                     request: name.to_owned(),
                     modules: Vec::new(),
                     error: Some(Error::NotFound {
                         name: name.to_owned(),
                     }),
-                }
+                })
             }
             Ok(l) => l,
             Err(e) => {
-                return LoadResult {
+                return Ok(LoadResult {
                     request: name.to_owned(),
                     modules: Vec::new(),
                     error: Some(e),
-                }
+                })
             }
         };
-        let modules = list
-            .iter()
-            .map(|m| ModuleResult {
+        let mut modules = Vec::with_capacity(list.len());
+        for m in list.iter() {
+            modules.push(ModuleResult {
                 module: m.name.clone(),
-                result: self.load_module(m),
-            })
-            .collect();
-        LoadResult {
+                result: self.load_module(m, park)?,
+            });
+        }
+        Ok(LoadResult {
             request: name.to_owned(),
             modules,
             error: None,
-        }
+        })
     }
 
-    fn load_module(&self, m: &Module) -> Result<Outcome, Error> {
-        if self.resolver.is_builtin(m)? {
-            return Ok(Outcome::Builtin);
+    fn load_module(
+        &self,
+        m: &Module,
+        park: Option<&str>,
+    ) -> Result<Result<Outcome, Error>, Parked> {
+        let settled = |r| Ok(Ok(r));
+        match self.resolver.is_builtin(m) {
+            Ok(true) => return settled(Outcome::Builtin),
+            Ok(false) => {}
+            Err(e) => return Ok(Err(e)),
         }
         if self.backend.initstate(&m.name) == InitState::Live {
-            return Ok(Outcome::AlreadyLoaded);
+            return settled(Outcome::AlreadyLoaded);
         }
         if self.resolver.is_blacklisted(m) {
-            return Ok(Outcome::Blacklisted);
+            return settled(Outcome::Blacklisted);
         }
-        let steps = self.resolver.probe_list(m, false, None)?;
+        let steps = match self.resolver.probe_list(m, false, None) {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
         let mut outcome = Outcome::AlreadyLoaded;
         for step in &steps {
-            match self.step_once(step) {
+            match self.step_once(step, park)? {
                 Ok(o) if step.top => outcome = o,
                 Ok(_) => {}
                 Err(e) if !step.required => {
@@ -189,17 +216,17 @@ impl Loader {
                         m.name
                     );
                 }
-                Err(e) if step.top => return Err(e),
+                Err(e) if step.top => return Ok(Err(e)),
                 Err(e) => {
-                    return Err(Error::Dependency {
+                    return Ok(Err(Error::Dependency {
                         module: m.name.clone(),
                         dependency: step.module.name.clone(),
                         cause: Box::new(e),
-                    })
+                    }))
                 }
             }
         }
-        Ok(outcome)
+        Ok(Ok(outcome))
     }
 
     fn slot(&self, name: &str) -> Arc<Slot> {
@@ -218,21 +245,41 @@ impl Loader {
     }
 
     /// Inserts one step's module unless it is in already, sharing the work
-    /// with any thread doing the same module at the same time.
-    fn step_once(&self, step: &Step) -> Result<Outcome, Error> {
-        if let Some(o) = self.loaded(step)? {
-            return Ok(o);
+    /// with any thread doing the same module at the same time: waiting for
+    /// it, or with `park`, parking the request on it (see load_one).
+    fn step_once(&self, step: &Step, park: Option<&str>) -> Result<Result<Outcome, Error>, Parked> {
+        match self.loaded(step) {
+            Ok(Some(o)) => return Ok(Ok(o)),
+            Ok(None) => {}
+            Err(e) => return Ok(Err(e)),
         }
         let name = &step.module.name;
         let slot = self.slot(name);
         {
             let mut st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
+            // A soft dependency is optional: one whose init the kernel
+            // refused (a CPU without the instructions it needs, say) is
+            // not inserted, and refused, again for every module that
+            // names it.
+            if !step.required && !st.loading {
+                if let Some(Err(e @ Error::Kernel { .. })) = &st.last {
+                    return Ok(Err(e.clone()));
+                }
+            }
             if st.loading {
+                match park {
+                    Some(_) if step.top => return Ok(Ok(Outcome::AlreadyLoaded)),
+                    Some(request) => {
+                        st.parked.push(request.to_owned());
+                        return Err(Parked);
+                    }
+                    None => {}
+                }
                 let generation = st.generation;
                 while st.loading && st.generation == generation {
                     st = slot.done.wait(st).unwrap_or_else(|e| e.into_inner());
                 }
-                return st.last.clone().unwrap_or(Ok(Outcome::AlreadyLoaded));
+                return Ok(st.last.clone().unwrap_or(Ok(Outcome::AlreadyLoaded)));
             }
             st.loading = true;
         }
@@ -246,7 +293,7 @@ impl Loader {
         let result = match self.loaded(step) {
             Ok(Some(o)) => {
                 claim.release(Ok(o));
-                return Ok(o);
+                return Ok(Ok(o));
             }
             Ok(None) => {
                 let start_ns = uevd_timeline::now();
@@ -282,17 +329,27 @@ impl Loader {
                 Err(e)
             }
         };
-        result
+        Ok(result)
     }
 
     fn release(&self, slot: &Slot, r: Result<Outcome, Error>) {
-        let mut st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.loading = false;
-        st.generation += 1;
-        st.last = Some(r);
-        slot.done.notify_all();
+        let parked = {
+            let mut st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.loading = false;
+            st.generation += 1;
+            st.last = Some(r);
+            slot.done.notify_all();
+            std::mem::take(&mut st.parked)
+        };
+        if !parked.is_empty() {
+            self.unpark(parked);
+        }
     }
 }
+
+/// A request set aside to be asked again (see Loader::load_one).
+#[derive(Debug)]
+pub(crate) struct Parked;
 
 /// A claimed slot. Released with the result; if the backend panics
 /// instead, released on unwinding, so that waiters wake with an error

@@ -102,6 +102,34 @@ struct FakeKernel {
     max_running: AtomicUsize,
     order_errors: Mutex<Vec<String>>,
     installs: Mutex<Vec<String>>,
+    /// Modules whose insertion does not end until `open_gate`.
+    gated: HashSet<String>,
+    gate: (Mutex<bool>, std::sync::Condvar),
+}
+
+impl FakeKernel {
+    fn open_gate(&self) {
+        *self.gate.0.lock().unwrap() = true;
+        self.gate.1.notify_all();
+    }
+
+    fn inserted(&self) -> Vec<String> {
+        let inserts = self.inserts.lock().unwrap();
+        inserts.iter().map(|(m, _)| m.clone()).collect()
+    }
+
+    /// Waits (at most 20 s) until every one of `modules` has been inserted.
+    fn wait_inserted(&self, modules: &[&str]) -> bool {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while std::time::Instant::now() < deadline {
+            let done = self.inserted();
+            if modules.iter().all(|m| done.iter().any(|d| d == m)) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        false
+    }
 }
 
 impl Backend for FakeKernel {
@@ -136,6 +164,12 @@ impl Backend for FakeKernel {
             .unwrap()
             .push((module.to_owned(), options.to_owned()));
         std::thread::sleep(self.delay);
+        if self.gated.contains(module) {
+            let mut open = self.gate.0.lock().unwrap();
+            while !*open {
+                open = self.gate.1.wait(open).unwrap();
+            }
+        }
         self.running.fetch_sub(1, Ordering::SeqCst);
         if self.fail.contains(module) {
             return Err(Error::Kernel {
@@ -525,4 +559,135 @@ fn background_loads_return_at_once_overlap_and_settle_when_idle() {
         "{:?}",
         started.elapsed()
     );
+}
+
+/// Twelve devices (more than the loader has threads) ask for one driver
+/// whose init does not end, and others need a library that is still going
+/// in: the loader's threads do not sit waiting for either, and the
+/// unrelated drivers asked for after them go in meanwhile. When the slow
+/// ones end, everything parked goes in, dependencies first, each once.
+#[test]
+fn background_threads_do_not_wait_for_a_module_another_thread_is_inserting() {
+    let mut all: Vec<(String, Vec<&str>)> =
+        vec![("slowdrv".into(), vec![]), ("slowlib".into(), vec![])];
+    all.extend((0..12).map(|i| (format!("user{i}"), vec!["slowlib"])));
+    all.extend((0..4).map(|i| (format!("quick{i}"), vec![])));
+    let deps: Vec<(&str, &[&str])> = all
+        .iter()
+        .map(|(n, d)| (n.as_str(), d.as_slice()))
+        .collect();
+    let aliases: Vec<(String, &str)> = (0..12)
+        .map(|i| (format!("pci:v1AF4d{i:04}"), "slowdrv"))
+        .collect();
+    let alias_refs: Vec<(&str, &str)> = aliases.iter().map(|(a, m)| (a.as_str(), *m)).collect();
+    let t = tree(&deps, &alias_refs, &[], "", false);
+    let kernel = Arc::new(FakeKernel {
+        gated: ["slowdrv", "slowlib"].map(String::from).into(),
+        needs: (0..12)
+            .map(|i| (format!("user{i}"), vec!["slowlib".to_string()]))
+            .collect(),
+        ..FakeKernel::default()
+    });
+    let loader: &'static Loader = Box::leak(Box::new(Loader::new(
+        resolver(&t),
+        Box::new(Shared(kernel.clone())),
+    )));
+    let mut first: Vec<&str> = aliases.iter().map(|(a, _)| a.as_str()).collect();
+    first.push("slowlib");
+    loader.load_in_background(&first);
+    assert!(kernel.wait_inserted(&["slowdrv", "slowlib"]));
+    let users: Vec<String> = (0..12).map(|i| format!("user{i}")).collect();
+    let user_refs: Vec<&str> = users.iter().map(String::as_str).collect();
+    loader.load_in_background(&user_refs);
+    loader.load_in_background(&["quick0", "quick1", "quick2", "quick3"]);
+    assert!(
+        kernel.wait_inserted(&["quick0", "quick1", "quick2", "quick3"]),
+        "unrelated drivers waited behind the slow ones: {:?}",
+        kernel.inserted()
+    );
+    assert!(loader.background_pending() > 0);
+    kernel.open_gate();
+    assert!(loader.wait_background(std::time::Instant::now() + Duration::from_secs(20)));
+    let inserted = kernel.inserted();
+    assert_eq!(inserted.len(), 2 + 12 + 4, "{inserted:?}");
+    assert!(kernel.order_errors.lock().unwrap().is_empty());
+}
+
+/// The daemon asks for a device's driver ahead, when its event arrives;
+/// the event's own request for the same name is then not made again, so a
+/// driver whose init fails is tried once per event, not twice. Once the
+/// event is done, the next event of that device asks for itself.
+#[test]
+fn a_devices_driver_asked_for_ahead_is_not_asked_for_again_by_its_event() {
+    let t = tree(
+        &[("cpufreq", &[]), ("other", &[])],
+        &[("cpu:type:x86", "cpufreq")],
+        &[],
+        "",
+        false,
+    );
+    let kernel = Arc::new(FakeKernel {
+        fail: ["cpufreq".to_string()].into(),
+        ..FakeKernel::default()
+    });
+    let loader: &'static Loader = Box::leak(Box::new(Loader::new(
+        resolver(&t),
+        Box::new(Shared(kernel.clone())),
+    )));
+    let settle =
+        || assert!(loader.wait_background(std::time::Instant::now() + Duration::from_secs(20)));
+    let cpu0: &[u8] = b"/devices/system/cpu/cpu0";
+    let cpu1: &[u8] = b"/devices/system/cpu/cpu1";
+    loader.load_ahead(&[(cpu0, "cpu:type:x86"), (cpu1, "cpu:type:x86")]);
+    settle();
+    assert_eq!(kernel.inserted(), ["cpufreq"]);
+    // Each event's own request: answered ahead, for its device only; a
+    // name not asked for ahead is loaded as ever.
+    loader.load_for_device(cpu0, &["cpu:type:x86"]);
+    loader.load_for_device(cpu1, &["cpu:type:x86", "other"]);
+    settle();
+    assert_eq!(kernel.inserted(), ["cpufreq", "other"]);
+    // Asked for ahead but done before its rules asked: asked again.
+    loader.load_ahead(&[(cpu0, "cpu:type:x86")]);
+    settle();
+    loader.forget_ahead(cpu0);
+    loader.load_for_device(cpu0, &["cpu:type:x86"]);
+    settle();
+    assert_eq!(
+        kernel.inserted(),
+        ["cpufreq", "other", "cpufreq", "cpufreq"]
+    );
+}
+
+/// Several modules name one soft dependency whose init the kernel refuses
+/// (crc_t10dif and crc64_rocksoft both want crct10dif_pclmul, which a CPU
+/// without PCLMULQDQ refuses): it is tried once, not once per module; asked
+/// for by name, it is tried again.
+#[test]
+fn a_soft_dependency_the_kernel_refused_is_not_tried_again_as_one() {
+    let t = tree(
+        &[
+            ("pclmul", &[]),
+            ("crc_a", &[]),
+            ("crc_b", &[]),
+            ("crc_c", &[]),
+        ],
+        &[],
+        &[],
+        "softdep crc_a pre: pclmul\nsoftdep crc_b pre: pclmul\nsoftdep crc_c post: pclmul\n",
+        false,
+    );
+    let kernel = Arc::new(FakeKernel {
+        fail: ["pclmul".to_string()].into(),
+        ..FakeKernel::default()
+    });
+    let loader = Loader::new(resolver(&t), Box::new(Shared(kernel.clone())));
+    for name in ["crc_a", "crc_b", "crc_c"] {
+        let r = loader.load(&[name]);
+        assert!(r[0].is_ok(), "{r:?}");
+    }
+    assert_eq!(kernel.inserted(), ["pclmul", "crc_a", "crc_b", "crc_c"]);
+    let r = loader.load(&["pclmul"]);
+    assert!(!r[0].is_ok());
+    assert_eq!(kernel.inserted().len(), 5);
 }

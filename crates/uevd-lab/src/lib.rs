@@ -7,6 +7,8 @@
 //! joins them with `setns` before it runs. When the lab is dropped the
 //! holder dies, and with it the namespace and every interface in it.
 
+pub mod side;
+
 use rustix::fd::AsFd;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
@@ -385,15 +387,7 @@ impl Daemon {
     /// Stops it through its control socket and waits.
     pub fn stop(mut self, lab: &Lab) -> io::Result<String> {
         let _ = lab.uevd(&self.uevd, &["control", "--exit"]);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while self.child.try_wait()?.is_none() {
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.wait();
+        wait_or_kill(&mut self.child, Duration::from_secs(30))?;
         Ok(self.log())
     }
 
@@ -416,6 +410,21 @@ impl Drop for Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Waits for a process asked to exit; kills it if it is still there after
+/// `patience`.
+pub fn wait_or_kill(child: &mut Child, patience: Duration) -> io::Result<()> {
+    let deadline = Instant::now() + patience;
+    while child.try_wait()?.is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.wait();
+    Ok(())
 }
 
 /// CPU seconds of a process (all threads, not children).
@@ -508,7 +517,7 @@ pub fn fake_sysfs(root: &Path, n: usize) -> io::Result<()> {
 }
 
 /// Busy and total jiffies of all CPUs.
-fn cpu_jiffies() -> Option<(u64, u64)> {
+pub(crate) fn cpu_jiffies() -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let line = stat.lines().next()?;
     let v: Vec<u64> = line

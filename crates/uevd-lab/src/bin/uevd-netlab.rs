@@ -17,6 +17,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+use uevd_lab::side::median;
 use uevd_lab::{arg, delete_veth_pairs, veth_pairs, wait_quiet, Lab};
 use uevd_report::stats::{auto_bin, quantile, summarize};
 use uevd_timeline::read::Journal;
@@ -257,16 +258,6 @@ fn run_uevd(uevd: &Path, pairs: usize) -> io::Result<Run> {
         cpu,
         events: journal.events.len(),
     })
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 fn bench(uevd: &Path, counts: &[usize], runs: usize) -> io::Result<()> {

@@ -1,9 +1,7 @@
 //! System calls per event, uevd against systemd-udevd, on one workload.
 //!
-//! Each manager runs under `strace -f` in the lab's network namespace and
-//! in a mount namespace of its own whose /dev and /run are the lab's
-//! scratch tmpfs, with udev's stock rules, helpers and .link files bound
-//! over /usr/lib/udev and /usr/lib/systemd/network for both. The workload
+//! Each manager runs under `strace -f`, in turn, in a scratch namespace
+//! with udev's stock rules (uevd_lab::side). The workload
 //! is N loop devices added, changed and removed, then N veth pairs added
 //! and removed, each phase followed by the manager's own settle. Calls are
 //! billed to a phase by their timestamp and divided by the number of
@@ -17,10 +15,12 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use uevd_lab::side::{
+    self, loop_ctl, loop_numbers, median, now, Manager, Scratch, UdevRoot, Uevents,
+};
 use uevd_lab::{arg, delete_veth_pairs, veth_pairs, Lab};
 
 const PHASES: [&str; 5] = [
@@ -39,24 +39,8 @@ fn usage() -> ExitCode {
     ExitCode::from(2)
 }
 
-#[derive(Clone, PartialEq)]
-enum Manager {
-    Uevd(PathBuf, &'static str),
-    Udevd,
-}
-
-impl Manager {
-    fn name(&self) -> &'static str {
-        match self {
-            Manager::Uevd(_, name) => name,
-            Manager::Udevd => "systemd-udevd",
-        }
-    }
-}
-
 struct Config {
-    /// An unpacked udev package: bin/udevadm, lib/udev, lib/systemd/network.
-    udev_root: PathBuf,
+    udev: UdevRoot,
     count: usize,
     runs: usize,
     managers: Vec<Manager>,
@@ -93,29 +77,13 @@ fn main() -> ExitCode {
     if args.iter().any(|a| a == "-h" || a == "--help") {
         return usage();
     }
-    let me = std::env::current_exe().unwrap_or_default();
-    let uevd = arg(&args, "--uevd")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| me.with_file_name("uevd"));
-    let mut managers = match arg(&args, "--only") {
-        None => vec![Manager::Uevd(uevd, "uevd"), Manager::Udevd],
-        Some("uevd") => vec![Manager::Uevd(uevd, "uevd")],
-        Some("udevd") => vec![Manager::Udevd],
-        Some(_) => return usage(),
+    let Some(managers) = side::managers(&args) else {
+        return usage();
     };
-    if let Some(base) = arg(&args, "--baseline") {
-        managers.insert(0, Manager::Uevd(PathBuf::from(base), "uevd baseline"));
-    }
     let cfg = Config {
-        udev_root: arg(&args, "--udev-root")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/var/cache/uevd-lab/syscalls/root")),
-        count: arg(&args, "--count")
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(20),
-        runs: arg(&args, "--runs")
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(3),
+        udev: UdevRoot::from_args(&args),
+        count: side::number(&args, "--count", 20),
+        runs: side::number(&args, "--runs", 3),
         managers,
         keep: arg(&args, "--keep").map(PathBuf::from),
     };
@@ -129,17 +97,7 @@ fn main() -> ExitCode {
 }
 
 fn bench(cfg: &Config) -> io::Result<()> {
-    for need in [
-        cfg.udev_root.join("bin/udevadm"),
-        cfg.udev_root.join("lib/udev/rules.d"),
-    ] {
-        if !need.exists() {
-            return Err(io::Error::other(format!(
-                "{} missing: scripts/syscalls unpacks Debian's udev there",
-                need.display()
-            )));
-        }
-    }
+    cfg.udev.check()?;
     // runs[manager][run][phase]
     let mut results: Vec<Vec<Vec<PhaseCount>>> = vec![Vec::new(); cfg.managers.len()];
     for run in 0..cfg.runs {
@@ -153,196 +111,24 @@ fn bench(cfg: &Config) -> io::Result<()> {
     Ok(())
 }
 
-/// A mount namespace inside the lab in which /dev and /run are the lab's
-/// scratch directories and udev's files are the unpacked package's.
-struct Scratch {
-    holder: Child,
-}
-
-impl Scratch {
-    fn new(lab: &Lab, udev_root: &Path) -> io::Result<Scratch> {
-        let r = lab.root().display().to_string();
-        let u = udev_root.display().to_string();
-        // /dev/null is bound in before the scratch /dev covers the real one;
-        // rule programs and the managers' children need it.
-        let script = format!(
-            "set -e; touch '{r}/dev/null'; mount --bind /dev/null '{r}/dev/null'; \
-             mount --rbind '{r}/dev' /dev; mount --bind '{r}/run' /run; \
-             mount --bind '{u}/lib/udev' /usr/lib/udev; \
-             mkdir -p /usr/lib/systemd/network; \
-             mount --bind '{u}/lib/systemd/network' /usr/lib/systemd/network; \
-             if [ -d /etc/udev ]; then mount -t tmpfs tmpfs /etc/udev; fi; \
-             echo ready; exec sleep 1000000"
-        );
-        let holder = uevd_lab::hold_namespaces(lab.command("unshare"), &script)
-            .map_err(|_| io::Error::other("could not set up the scratch namespace"))?;
-        Ok(Scratch { holder })
-    }
-
-    fn ns(&self, kind: &str) -> io::Result<OwnedFd> {
-        Ok(std::fs::File::open(format!("/proc/{}/ns/{kind}", self.holder.id()))?.into())
-    }
-
-    /// A path inside, seen from outside.
-    fn outside(&self, inside: &str) -> PathBuf {
-        PathBuf::from(format!(
-            "/proc/{}/root/{}",
-            self.holder.id(),
-            inside.trim_start_matches('/')
-        ))
-    }
-
-    fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> io::Result<Command> {
-        let mut cmd = Command::new(program);
-        uevd_lab::in_namespaces(&mut cmd, self.ns("net")?, self.ns("mnt")?);
-        Ok(cmd)
-    }
-
-    fn run(&self, program: &Path, args: &[&str]) -> io::Result<()> {
-        let out = self.command(program)?.args(args).output()?;
-        if !out.status.success() {
-            return Err(io::Error::other(format!(
-                "{} {args:?} failed: {}",
-                program.display(),
-                String::from_utf8_lossy(&out.stderr)
-            )));
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = self.holder.kill();
-        let _ = self.holder.wait();
-    }
-}
-
-/// Kernel uevents seen in the lab's network namespace: loop devices are
-/// announced to every namespace, veth interfaces only to their own.
-struct Uevents {
-    fd: OwnedFd,
-}
-
-impl Uevents {
-    fn open(scratch: &Scratch) -> io::Result<Uevents> {
-        let net = scratch.ns("net")?;
-        // A thread joins the namespace so that the socket is made in it;
-        // the socket stays there, the rest of the process does not move.
-        std::thread::spawn(move || -> io::Result<OwnedFd> {
-            use rustix::net::netlink::{SocketAddrNetlink, KOBJECT_UEVENT};
-            use rustix::net::{AddressFamily, SocketFlags, SocketType};
-            rustix::thread::move_into_link_name_space(
-                net.as_fd(),
-                Some(rustix::thread::LinkNameSpaceType::Network),
-            )?;
-            let fd = rustix::net::socket_with(
-                AddressFamily::NETLINK,
-                SocketType::DGRAM,
-                SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
-                Some(KOBJECT_UEVENT),
-            )?;
-            let _ = rustix::net::sockopt::set_socket_recv_buffer_size_force(&fd, 64 << 20);
-            rustix::net::bind(&fd, &SocketAddrNetlink::new(0, 1))?;
-            Ok(fd)
-        })
-        .join()
-        .map_err(|_| io::Error::other("uevent listener thread panicked"))?
-        .map(|fd| Uevents { fd })
-    }
-
-    /// How many uevents arrived since the last call.
-    fn drain(&self) -> io::Result<u64> {
-        let mut buf = vec![0u8; 64 << 10];
-        let mut n = 0;
-        loop {
-            match rustix::net::recv(&self.fd, &mut buf[..], rustix::net::RecvFlags::empty()) {
-                Ok(_) => n += 1,
-                Err(rustix::io::Errno::AGAIN) => return Ok(n),
-                Err(rustix::io::Errno::INTR) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-    }
-}
-
-fn now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
-fn loop_ctl(add: bool, n: usize) -> io::Result<()> {
-    let n = u32::try_from(n).map_err(|_| io::Error::other("loop number out of range"))?;
-    uevd_lab::loop_control(add, n)
-}
-
-/// Loop numbers out of the way of the machine's and of the tests'.
-fn loop_numbers(count: usize) -> std::ops::Range<usize> {
-    let base = 3000 + (std::process::id() as usize % 50) * 200;
-    base..base + count
-}
-
 fn one_run(cfg: &Config, manager: &Manager, run: usize) -> io::Result<Vec<PhaseCount>> {
     let lab = Lab::new()?;
-    let scratch = Scratch::new(&lab, &cfg.udev_root)?;
+    let scratch = Scratch::new(&lab, &cfg.udev)?;
     let trace = lab.root().join("trace");
-    let trace_arg = trace.display().to_string();
-    let log = std::fs::File::create(lab.root().join("manager.log"))?;
-    let udevadm = cfg.udev_root.join("bin/udevadm");
-    let rules = cfg.udev_root.join("lib/udev/rules.d");
-    let rules_arg = rules.display().to_string();
-    let mut strace = scratch.command("strace")?;
-    strace
-        .args(["-f", "-ttt", "-qq", "-o", &trace_arg, "--"])
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
-    let ready = match manager {
-        Manager::Uevd(uevd, _) => {
-            strace.arg(uevd).args(["--rules-dir", &rules_arg, "daemon"]);
-            "run/uevd/control"
-        }
-        Manager::Udevd => {
-            // udevadm is systemd-udevd when called by that name.
-            let udevd = cfg.udev_root.join("bin/systemd-udevd");
-            if std::fs::symlink_metadata(&udevd).is_err() {
-                std::os::unix::fs::symlink("udevadm", &udevd)?;
-            }
-            strace
-                .arg(&udevd)
-                .env("SYSTEMD_LOG_TARGET", "console")
-                .env("SYSTEMD_LOG_LEVEL", "notice");
-            "run/udev/control"
-        }
-    };
-    let mut child = strace.spawn()?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !scratch.outside(ready).exists() {
-        if Instant::now() > deadline || child.try_wait()?.is_some() {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(io::Error::other(format!(
-                "{} did not start: {}",
-                manager.name(),
-                std::fs::read_to_string(lab.root().join("manager.log")).unwrap_or_default()
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let strace: Vec<String> = ["strace", "-f", "-ttt", "-qq", "-o"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([trace.display().to_string(), "--".into()])
+        .collect();
+    let running = side::start(
+        &scratch,
+        manager,
+        &cfg.udev,
+        &strace,
+        &lab.root().join("manager.log"),
+    )?;
     let uevents = Uevents::open(&scratch)?;
-    let settle = || -> io::Result<()> {
-        let (prog, args): (&Path, &[&str]) = match manager {
-            Manager::Uevd(uevd, _) => (uevd, &["settle", "--timeout", "300"]),
-            Manager::Udevd => (&udevadm, &["settle", "--timeout=300"]),
-        };
-        // Twice, with a pause: udevadm's settle may be answered before
-        // udevd has read the last uevent.
-        scratch.run(prog, args)?;
-        std::thread::sleep(Duration::from_millis(300));
-        scratch.run(prog, args)
-    };
+    let settle = || running.settle();
     settle()?;
     uevents.drain()?;
     let loops = loop_numbers(cfg.count);
@@ -371,19 +157,7 @@ fn one_run(cfg: &Config, manager: &Manager, run: usize) -> io::Result<Vec<PhaseC
         bounds.push((start, now()));
         events.push(uevents.drain()?);
     }
-    match manager {
-        Manager::Uevd(uevd, _) => scratch.run(uevd, &["control", "--exit"])?,
-        Manager::Udevd => scratch.run(&udevadm, &["control", "--exit"])?,
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait()?.is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.wait();
+    running.stop()?;
     let text = std::fs::read_to_string(&trace)?;
     if let Some(keep) = &cfg.keep {
         std::fs::create_dir_all(keep)?;
@@ -444,19 +218,6 @@ fn parse_line(line: &str) -> Option<Call<'_>> {
         .and_then(|e| e.split(' ').next())
         .filter(|e| e.starts_with('E'));
     Some(Call { time, name, errno })
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 fn per_event(x: u64, events: u64) -> f64 {
