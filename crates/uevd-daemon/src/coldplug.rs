@@ -35,6 +35,8 @@ impl Daemon {
             .collect();
         let count = match how {
             Coldplug::Read => {
+                let since = crate::walked::kernel_seqnum(&self.sysfs);
+                let mut walked: HashSet<Box<[u8]>> = HashSet::new();
                 let batch: Vec<_> = first
                     .iter()
                     .filter(|devpath| !self.restored_adds.contains(*devpath))
@@ -46,8 +48,17 @@ impl Daemon {
                     })
                     .collect();
                 let n = batch.len();
+                walked.extend(batch.iter().map(|(_, j)| Box::from(j.event.devpath())));
                 self.submit(batch);
-                n + self.synthesize_all(Source::Coldplug, &skip)
+                let n = n + self.synthesize_all(Source::Coldplug, &skip, &mut walked);
+                if let (Some(since), Some(until)) =
+                    (since, crate::walked::kernel_seqnum(&self.sysfs))
+                {
+                    if until > since {
+                        self.walked = Some(crate::walked::Walked::new(since, until, walked));
+                    }
+                }
+                n
             }
             Coldplug::Trigger => {
                 let mut n = 0;
@@ -103,12 +114,19 @@ impl Daemon {
 
     /// Queues a synthesised `add` for every device in sysfs whose devpath
     /// is not in `skip`. Returns how many were queued.
-    fn synthesize_all(&self, source: Source, skip: &HashSet<Box<[u8]>>) -> usize {
+    /// Each queued devpath is noted in `walked`.
+    fn synthesize_all(
+        &self,
+        source: Source,
+        skip: &HashSet<Box<[u8]>>,
+        walked: &mut HashSet<Box<[u8]>>,
+    ) -> usize {
         // Handed over in chunks: the workers start while the walk goes on,
         // and are woken once per chunk rather than once per device.
         let mut queued = 0;
         let mut batch = Vec::with_capacity(CHUNK);
         self.read_all(skip, |ev| {
+            walked.insert(Box::from(ev.devpath()));
             let job = Job::new(ev, source);
             batch.push((job.keys(self.root.as_ref()), job));
             queued += 1;

@@ -34,6 +34,7 @@ mod settle;
 mod signals;
 mod udev_control;
 mod varlink;
+mod walked;
 mod watch;
 
 pub use announce::DEFAULT_REPLAY_EVENTS;

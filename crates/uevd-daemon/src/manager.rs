@@ -58,8 +58,12 @@ pub(crate) struct Daemon {
     pub(crate) restored: u64,
     /// The queue's id of the last of them.
     pub(crate) restored_through: uevd_queue::EventId,
-    /// Kernel events dropped as copies of restored ones.
+    /// Kernel events dropped as copies of restored ones, or of devices
+    /// the read-mode coldplug queued from sysfs.
     duplicates: u64,
+    /// What the read-mode coldplug queued, until the kernel's events are
+    /// past it.
+    pub(crate) walked: Option<crate::walked::Walked>,
     /// Who asked to exit: answered once the queue is saved, so that an
     /// initramfs moves /run only when the daemon is done with it.
     exit_waiters: Vec<Client>,
@@ -206,6 +210,7 @@ pub fn run(config: Config) -> io::Result<()> {
         restored: 0,
         restored_through: 0,
         duplicates: 0,
+        walked: None,
         exit_waiters: Vec::new(),
     };
     if let Some(fd) = ready {
@@ -402,6 +407,20 @@ impl Daemon {
                             self.duplicates += 1;
                             log::debug!("SEQNUM {n} was restored already; not processed twice");
                             continue;
+                        }
+                    }
+                    if let Some(w) = &mut self.walked {
+                        match w.check(&ev) {
+                            crate::walked::Verdict::Keep => {}
+                            crate::walked::Verdict::Past => self.walked = None,
+                            crate::walked::Verdict::Copy => {
+                                self.duplicates += 1;
+                                log::debug!(
+                                    "{}: queued by the coldplug already; its add not processed twice",
+                                    String::from_utf8_lossy(ev.devpath())
+                                );
+                                continue;
+                            }
                         }
                     }
                     let job = Job::new(ev, Source::Kernel);
