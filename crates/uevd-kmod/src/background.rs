@@ -83,7 +83,17 @@ impl Loader {
     /// asked for ahead on its behalf.
     pub fn load_for_device(&'static self, device: &[u8], names_or_aliases: &[&str]) {
         let mut st = self.background.lock();
-        let ahead = st.ahead.remove(device);
+        // Only a request for that very name answers the note: a rule
+        // naming another module leaves it for the one that loads MODALIAS.
+        let answered = st
+            .ahead
+            .get(device)
+            .is_some_and(|a| names_or_aliases.contains(&a.as_str()));
+        let ahead = if answered {
+            st.ahead.remove(device)
+        } else {
+            None
+        };
         let names = names_or_aliases
             .iter()
             .copied()

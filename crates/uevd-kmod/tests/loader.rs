@@ -642,7 +642,9 @@ fn a_devices_driver_asked_for_ahead_is_not_asked_for_again_by_its_event() {
     settle();
     assert_eq!(kernel.inserted(), ["cpufreq"]);
     // Each event's own request: answered ahead, for its device only; a
-    // name not asked for ahead is loaded as ever.
+    // name not asked for ahead is loaded as ever, and leaves the note for
+    // the request it answers.
+    loader.load_for_device(cpu0, &["other"]);
     loader.load_for_device(cpu0, &["cpu:type:x86"]);
     loader.load_for_device(cpu1, &["cpu:type:x86", "other"]);
     settle();
