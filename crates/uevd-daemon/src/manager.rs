@@ -61,8 +61,8 @@ pub(crate) struct Daemon {
     /// Kernel events dropped as copies of restored ones, or of devices
     /// the read-mode coldplug queued from sysfs.
     duplicates: u64,
-    /// What the read-mode coldplug queued, until the kernel's events are
-    /// past it.
+    /// What the read-mode coldplug queued, until the kernel socket is
+    /// next read to the end.
     pub(crate) walked: Option<crate::walked::Walked>,
     /// Who asked to exit: answered once the queue is saved, so that an
     /// initramfs moves /run only when the daemon is done with it.
@@ -409,19 +409,17 @@ impl Daemon {
                             continue;
                         }
                     }
-                    if let Some(w) = &mut self.walked {
-                        match w.check(&ev) {
-                            crate::walked::Verdict::Keep => {}
-                            crate::walked::Verdict::Past => self.walked = None,
-                            crate::walked::Verdict::Copy => {
-                                self.duplicates += 1;
-                                log::debug!(
-                                    "{}: queued by the coldplug already; its add not processed twice",
-                                    String::from_utf8_lossy(ev.devpath())
-                                );
-                                continue;
-                            }
-                        }
+                    let copy = self
+                        .walked
+                        .as_mut()
+                        .is_some_and(|w| w.check(&ev) == crate::walked::Verdict::Copy);
+                    if copy {
+                        self.duplicates += 1;
+                        log::debug!(
+                            "{}: queued by the coldplug already; its add not processed twice",
+                            String::from_utf8_lossy(ev.devpath())
+                        );
+                        continue;
                     }
                     let job = Job::new(ev, Source::Kernel);
                     batch.push((job.keys(self.root.as_ref()), job));
@@ -557,6 +555,9 @@ impl Daemon {
             lost = true;
             self.overflows += 1;
         }
+        // Read to the end: whatever the coldplug's walk could have a copy
+        // of is behind us (walked.rs).
+        self.walked = None;
         if lost {
             self.rescan();
         }

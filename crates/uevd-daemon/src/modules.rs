@@ -34,7 +34,7 @@ pub(crate) fn record_module_loads(journal: &Journal) {
 }
 
 /// Each `add` event's device and MODALIAS, in order.
-pub(crate) fn aliases_to_load<'a>(
+pub(crate) fn requests_ahead<'a>(
     events: impl Iterator<Item = &'a Uevent>,
 ) -> Vec<(&'a [u8], &'a str)> {
     events
@@ -58,7 +58,7 @@ pub(crate) fn load_ahead<'a>(
     rules: impl FnOnce() -> std::sync::Arc<uevd_rules::Rules>,
     events: impl Iterator<Item = &'a Uevent>,
 ) {
-    let requests = aliases_to_load(events);
+    let requests = requests_ahead(events);
     // The rules are asked only for a batch that has something to load.
     if requests.is_empty() || !rules().loads_modaliases() {
         return;
@@ -100,7 +100,7 @@ mod tests {
             ev("w", "remove", Some("pci:v0000CAFEd0000F00Dsv")),
         ];
         let want = |d: &str, a: &'static str| (format!("/devices/{d}").into_bytes(), a);
-        let got: Vec<(Vec<u8>, &str)> = aliases_to_load(events.iter())
+        let got: Vec<(Vec<u8>, &str)> = requests_ahead(events.iter())
             .into_iter()
             .map(|(d, a)| (d.to_vec(), a))
             .collect();

@@ -9,6 +9,11 @@
 //! describe one device: the second would be processed twice, rules,
 //! probes and all. A kernel `add` numbered after the walk began, for a
 //! device the walk queued and that has not gone since, is that copy.
+//!
+//! Every event numbered up to the walk's end is in the daemon's socket
+//! once the walk is over (the kernel hands an event to its listeners as
+//! it numbers it), so the daemon keeps this only until its next read of
+//! the socket to the end.
 
 use std::collections::HashSet;
 use uevd_uevent::{Action, Uevent};
@@ -18,7 +23,8 @@ pub(crate) struct Walked {
     /// /sys/kernel/uevent_seqnum before the walk: older events were sent
     /// before any device was read.
     since: u64,
-    /// The same after the walk: newer events announce what came after.
+    /// The same after the walk: newer events announce what came after
+    /// and are kept.
     until: u64,
     devpaths: HashSet<Box<[u8]>>,
 }
@@ -29,8 +35,6 @@ pub(crate) enum Verdict {
     Keep,
     /// A copy of a device the walk queued: not queued again.
     Copy,
-    /// Newer than the walk: keep it, and nothing is a copy any more.
-    Past,
 }
 
 impl Walked {
@@ -46,11 +50,8 @@ impl Walked {
         let Some(n) = ev.seqnum() else {
             return Verdict::Keep;
         };
-        if n <= self.since {
+        if n <= self.since || n > self.until {
             return Verdict::Keep;
-        }
-        if n > self.until {
-            return Verdict::Past;
         }
         match ev.action() {
             Action::Add if self.devpaths.remove(ev.devpath()) => Verdict::Copy,
@@ -84,80 +85,76 @@ pub(crate) fn kernel_seqnum(sysfs: &uevd_sysfs::Sysfs) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use Verdict::{Copy, Keep};
 
-    fn ev(action: &str, devpath: &str, seqnum: u64, extra: &str) -> Uevent {
-        let text = format!(
-            "ACTION={action}\0DEVPATH={devpath}\0SUBSYSTEM=scsi_generic\0SEQNUM={seqnum}\0{extra}"
-        );
-        Uevent::parse_properties(text.as_bytes()).unwrap()
+    /// The walk: 100 before it, 200 after it, these devices queued.
+    fn walked(devpaths: &[&str]) -> Walked {
+        let devpaths = devpaths.iter().map(|d| Box::from(d.as_bytes())).collect();
+        Walked::new(100, 200, devpaths)
     }
 
-    fn walked(devpaths: &[&str]) -> Walked {
-        Walked::new(
-            100,
-            200,
-            devpaths.iter().map(|d| Box::from(d.as_bytes())).collect(),
-        )
+    /// Verdicts on events given as (action, devpath, seqnum, more).
+    fn verdicts(w: &mut Walked, events: &[(&str, &str, u64, &str)]) -> Vec<Verdict> {
+        events
+            .iter()
+            .map(|(action, devpath, seqnum, more)| {
+                let text = format!(
+                    "ACTION={action}\0DEVPATH={devpath}\0SUBSYSTEM=x\0SEQNUM={seqnum}\0{more}"
+                );
+                w.check(&Uevent::parse_properties(text.as_bytes()).unwrap())
+            })
+            .collect()
     }
 
     #[test]
     fn a_kernel_add_sent_during_the_walk_for_a_walked_device_is_a_copy_once() {
         let mut w = walked(&["/devices/h/sg0", "/devices/h/sg1"]);
-        assert_eq!(
-            w.check(&ev("add", "/devices/h/sg0", 150, "")),
-            Verdict::Copy
+        let got = verdicts(
+            &mut w,
+            &[
+                ("add", "/devices/h/sg0", 150, ""),
+                // Only once: a second add is the device's own.
+                ("add", "/devices/h/sg0", 151, ""),
+                // Not walked.
+                ("add", "/devices/h/sg9", 152, ""),
+                // Other actions for a walked device.
+                ("bind", "/devices/h/sg1", 153, ""),
+            ],
         );
-        // Only once: a second add is the device's own.
-        assert_eq!(
-            w.check(&ev("add", "/devices/h/sg0", 151, "")),
-            Verdict::Keep
-        );
-        // Not walked: kept.
-        assert_eq!(
-            w.check(&ev("add", "/devices/h/sg9", 152, "")),
-            Verdict::Keep
-        );
-        // Other actions for a walked device are kept.
-        assert_eq!(
-            w.check(&ev("bind", "/devices/h/sg1", 153, "")),
-            Verdict::Keep
-        );
+        assert_eq!(got, [Copy, Keep, Keep, Keep]);
     }
 
     #[test]
     fn events_from_before_the_walk_and_after_it_are_kept() {
         let mut w = walked(&["/devices/h/sg0"]);
-        assert_eq!(
-            w.check(&ev("add", "/devices/h/sg0", 100, "")),
-            Verdict::Keep
+        let got = verdicts(
+            &mut w,
+            &[
+                ("add", "/devices/h/sg0", 100, ""),
+                ("add", "/devices/h/sg0", 201, ""),
+                ("add", "/devices/h/sg0", 150, ""),
+            ],
         );
-        assert_eq!(
-            w.check(&ev("add", "/devices/h/sg0", 201, "")),
-            Verdict::Past
-        );
+        assert_eq!(got, [Keep, Keep, Copy]);
     }
 
     #[test]
     fn a_device_gone_or_renamed_after_the_walk_read_it_comes_back_as_new() {
         let mut w = walked(&["/devices/h/sg0", "/devices/v/net/eth0"]);
-        assert_eq!(
-            w.check(&ev("remove", "/devices/h/sg0", 150, "")),
-            Verdict::Keep
+        let got = verdicts(
+            &mut w,
+            &[
+                ("remove", "/devices/h/sg0", 150, ""),
+                ("add", "/devices/h/sg0", 151, ""),
+                (
+                    "move",
+                    "/devices/v/net/ens2",
+                    160,
+                    "DEVPATH_OLD=/devices/v/net/eth0\0",
+                ),
+                ("add", "/devices/v/net/eth0", 161, ""),
+            ],
         );
-        assert_eq!(
-            w.check(&ev("add", "/devices/h/sg0", 151, "")),
-            Verdict::Keep
-        );
-        let moved = ev(
-            "move",
-            "/devices/v/net/ens2",
-            160,
-            "DEVPATH_OLD=/devices/v/net/eth0\0",
-        );
-        assert_eq!(w.check(&moved), Verdict::Keep);
-        assert_eq!(
-            w.check(&ev("add", "/devices/v/net/eth0", 161, "")),
-            Verdict::Keep
-        );
+        assert_eq!(got, [Keep, Keep, Keep, Keep]);
     }
 }

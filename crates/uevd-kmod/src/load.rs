@@ -188,17 +188,16 @@ impl Loader {
         m: &Module,
         park: Option<&str>,
     ) -> Result<Result<Outcome, Error>, Parked> {
-        let settled = |r| Ok(Ok(r));
         match self.resolver.is_builtin(m) {
-            Ok(true) => return settled(Outcome::Builtin),
+            Ok(true) => return Ok(Ok(Outcome::Builtin)),
             Ok(false) => {}
             Err(e) => return Ok(Err(e)),
         }
         if self.backend.initstate(&m.name) == InitState::Live {
-            return settled(Outcome::AlreadyLoaded);
+            return Ok(Ok(Outcome::AlreadyLoaded));
         }
         if self.resolver.is_blacklisted(m) {
-            return settled(Outcome::Blacklisted);
+            return Ok(Ok(Outcome::Blacklisted));
         }
         let steps = match self.resolver.probe_list(m, false, None) {
             Ok(s) => s,
