@@ -24,7 +24,7 @@ DEFAULT_UEVD = os.path.join(REPO, "target", "release", "uevd")
 
 SCENARIOS = ("boot", "disks", "netifs", "hotplug", "modules", "e2e", "rootdisk")
 MANAGERS = ("udevd", "mdev", "uevd", "none")
-FLOORS = ("trigger", "walk", "probe", "sg", "modprobe", "parallel")
+FLOORS = ("trigger", "walk", "probe", "sg", "modprobe", "parallel", "insmod")
 
 # qemu devices of the modules and e2e scenarios (drives are made by qemu-img)
 QEMU_DEVICES = [

@@ -10,6 +10,7 @@
 //! answering control requests meanwhile. Workers number from 1.
 
 use crate::{DependencyQueue, EventId, EventKeys};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -57,9 +58,23 @@ type BusyHook = Box<dyn Fn(bool) + Send + Sync>;
 struct Inner<T> {
     queue: DependencyQueue<T>,
     shutdown: bool,
-    settle_waiters: usize,
-    /// Workers waiting for work.
+    /// The events settle callers wait for (each the last of theirs), with
+    /// how many wait for each. An event's end wakes them only when it
+    /// finishes the earliest wait: a settle running through a storm used
+    /// to be woken (and to go back to sleep) at the end of every event.
+    settle_targets: BTreeMap<EventId, usize>,
+    /// How often a settle caller looked at the queue.
+    #[cfg(test)]
+    settle_looks: usize,
+    /// Workers waiting for work that nobody has woken yet.
     sleeping: usize,
+    /// Workers woken for ready work that have not taken the lock since:
+    /// they will take that work, so it wakes nobody else. Without this,
+    /// each event pushed while a woken worker was still on its way woke
+    /// one more (the fourth of a burst woke four workers for one event),
+    /// and the extras went back to sleep: two futex calls and two context
+    /// switches each, for nothing.
+    signaled: usize,
     /// No event starts while set (udev's "stop exec queue"); events are
     /// still queued and running ones finish.
     paused: bool,
@@ -98,8 +113,11 @@ impl<T: Send + 'static> WorkQueue<T> {
                 inner: Mutex::new(Inner {
                     queue: DependencyQueue::new(),
                     shutdown: false,
-                    settle_waiters: 0,
+                    settle_targets: BTreeMap::new(),
+                    #[cfg(test)]
+                    settle_looks: 0,
                     sleeping: 0,
+                    signaled: 0,
                     paused: false,
                     limit: usize::MAX,
                     workers: 0,
@@ -121,7 +139,7 @@ impl<T: Send + 'static> WorkQueue<T> {
     pub fn push(&self, keys: EventKeys, item: T) -> EventId {
         let mut inner = self.lock();
         let id = self.enqueue(&mut inner, keys, item);
-        self.wake_for(&inner);
+        self.wake_for(&mut inner);
         id
     }
 
@@ -137,14 +155,31 @@ impl<T: Send + 'static> WorkQueue<T> {
         !inner.paused && inner.queue.running() < inner.limit
     }
 
-    /// Wakes as many sleeping workers as there is ready work for.
-    fn wake_for(&self, inner: &Inner<T>) {
+    /// Wakes as many sleeping workers as there is ready work for, less
+    /// those woken already and still on their way.
+    fn wake_for(&self, inner: &mut Inner<T>) {
         if !Self::may_start(inner) {
             return;
         }
         let room = inner.limit - inner.queue.running();
-        for _ in 0..inner.queue.ready_len().min(inner.sleeping).min(room) {
+        let wanted = inner.queue.ready_len().min(room);
+        let wake = wanted.saturating_sub(inner.signaled).min(inner.sleeping);
+        for _ in 0..wake {
             self.shared.work.notify_one();
+        }
+        inner.sleeping -= wake;
+        inner.signaled += wake;
+    }
+
+    /// A worker back from waiting: it was either one of those signaled
+    /// (any of them, as the condition variable picks) or woke by itself
+    /// (a time-out, a broadcast, a spurious wake-up) and still counts as
+    /// sleeping. Either way each worker that wakes takes one off.
+    fn awake(inner: &mut Inner<T>) {
+        if inner.signaled > 0 {
+            inner.signaled -= 1;
+        } else {
+            inner.sleeping -= 1;
         }
     }
 
@@ -155,7 +190,7 @@ impl<T: Send + 'static> WorkQueue<T> {
         for (keys, item) in batch {
             self.enqueue(&mut inner, keys, item);
         }
-        self.wake_for(&inner);
+        self.wake_for(&mut inner);
     }
 
     fn run(&self, handler: &dyn Handler<T>, worker: usize, id: EventId, item: T) -> Outcome<T> {
@@ -174,8 +209,10 @@ impl<T: Send + 'static> WorkQueue<T> {
         if inner.queue.is_empty() {
             (self.shared.on_busy)(false);
         }
-        if inner.settle_waiters > 0 {
-            self.shared.done.notify_all();
+        if let Some(&first) = inner.settle_targets.keys().next() {
+            if inner.queue.done_through(first) {
+                self.shared.done.notify_all();
+            }
         }
     }
 
@@ -214,7 +251,7 @@ impl<T: Send + 'static> WorkQueue<T> {
             };
             if let Some((id, item)) = next {
                 // More ready than this worker can take: hand some on.
-                self.wake_for(&inner);
+                self.wake_for(&mut inner);
                 drop(inner);
                 let outcome = self.run(handler, worker, id, item);
                 inner = self.lock();
@@ -254,7 +291,7 @@ impl<T: Send + 'static> WorkQueue<T> {
                     .wait(inner)
                     .unwrap_or_else(|p| p.into_inner()),
             };
-            inner.sleeping -= 1;
+            Self::awake(&mut inner);
         }
     }
 
@@ -264,7 +301,7 @@ impl<T: Send + 'static> WorkQueue<T> {
         let mut inner = self.lock();
         let n = inner.queue.retry_where(pick);
         if n > 0 {
-            self.wake_for(&inner);
+            self.wake_for(&mut inner);
         }
         n
     }
@@ -284,8 +321,12 @@ impl<T: Send + 'static> WorkQueue<T> {
     pub fn settle(&self, id: EventId, timeout: Duration) -> Completion {
         let deadline = Instant::now() + timeout;
         let mut inner = self.lock();
-        inner.settle_waiters += 1;
+        *inner.settle_targets.entry(id).or_default() += 1;
         let result = loop {
+            #[cfg(test)]
+            {
+                inner.settle_looks += 1;
+            }
             if inner.queue.done_through(id) {
                 break Completion::Done;
             }
@@ -302,7 +343,12 @@ impl<T: Send + 'static> WorkQueue<T> {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         };
-        inner.settle_waiters -= 1;
+        if let Some(n) = inner.settle_targets.get_mut(&id) {
+            *n -= 1;
+            if *n == 0 {
+                inner.settle_targets.remove(&id);
+            }
+        }
         result
     }
 
@@ -369,6 +415,78 @@ impl<T: Send + 'static> WorkQueue<T> {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A settle waiting for one slow event is not woken by the many other
+    /// events that end meanwhile, only by the end of its own.
+    #[test]
+    fn settle_wakes_when_its_events_are_done_not_at_every_event() {
+        let q: WorkQueue<u32> = WorkQueue::new(|_| {});
+        let gate = Arc::new(Mutex::new(()));
+        let held = gate.lock().unwrap();
+        let g = gate.clone();
+        let done = Arc::new(AtomicUsize::new(0));
+        let d = done.clone();
+        let handles = q.spawn_workers(2, move |_w: usize, _id: EventId, n: u32| {
+            if n == 0 {
+                drop(g.lock().unwrap());
+            }
+            d.fetch_add(1, Ordering::SeqCst);
+        });
+        q.submit(vec![(keys("/devices/slow".into()), 0)]);
+        let slow = q.last_id();
+        let waiter = {
+            let q = q.clone();
+            std::thread::spawn(move || q.settle(slow, Duration::from_secs(30)))
+        };
+        while q.lock().settle_targets.is_empty() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for n in 1..=50 {
+            q.push(keys(format!("/devices/fast{n}")), n);
+        }
+        while done.load(Ordering::SeqCst) < 50 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(held);
+        assert_eq!(waiter.join().unwrap(), Completion::Done);
+        let looks = q.lock().settle_looks;
+        assert!(looks <= 3, "settle looked {looks} times");
+        assert!(q.lock().settle_targets.is_empty());
+        q.shutdown();
+        for h in handles {
+            h.join().unwrap();
+        }
+    }
+
+    /// Events pushed one at a time into a queue with four sleeping
+    /// workers: each wakes one worker, not one more than the last did.
+    #[test]
+    fn a_worker_on_its_way_is_not_woken_again() {
+        let q: WorkQueue<u32> = WorkQueue::new(|_| {});
+        q.lock().sleeping = 4;
+        for n in 0..3 {
+            q.push(keys(format!("/devices/d{n}")), n);
+        }
+        let state = |q: &WorkQueue<u32>| {
+            let inner = q.lock();
+            (inner.sleeping, inner.signaled)
+        };
+        assert_eq!(state(&q), (1, 3));
+        // One of them is up; the others still count as coming.
+        WorkQueue::awake(&mut q.lock());
+        assert_eq!(state(&q), (1, 2));
+        // Four ready, two workers coming and one up: the last sleeper goes.
+        q.push(keys("/devices/d3".into()), 3);
+        assert_eq!(state(&q), (0, 3));
+        // Every worker that wakes takes one off, however it woke.
+        for _ in 0..3 {
+            WorkQueue::awake(&mut q.lock());
+        }
+        assert_eq!(state(&q), (0, 0));
+        q.lock().sleeping = 1;
+        WorkQueue::<u32>::awake(&mut q.lock());
+        assert_eq!(state(&q), (0, 0));
+    }
 
     fn keys(devpath: String) -> EventKeys {
         EventKeys {

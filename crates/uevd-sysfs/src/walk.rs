@@ -70,15 +70,57 @@ fn list(dir: &mut Dir) -> (bool, Vec<Vec<u8>>) {
     (device, subdirs)
 }
 
+/// The attribute groups and kernel objects the driver core and the block
+/// layer put in every device's (or every block device's) directory. The
+/// driver core places a child device in its parent's directory or in a
+/// class directory there, never in one of these, and each holds many
+/// entries: listing them was more than half of a walk's directories (a
+/// SCSI disk has 31 directories, of which 8 are `power` and 10 belong to
+/// its block device).
+struct Groups {
+    /// `power` is in every device's directory when the kernel has power
+    /// management (`/sys/power`): no child can then have that name.
+    power: bool,
+}
+
+/// What a block device's directory holds besides its partitions. Both of
+/// the first two are there for every disk and partition, and only there.
+const BLOCK_GROUPS: [&[u8]; 6] = [
+    b"holders",
+    b"slaves",
+    b"queue",
+    b"mq",
+    b"integrity",
+    b"trace",
+];
+
+impl Groups {
+    fn of(sysfs: &Sysfs) -> Groups {
+        Groups {
+            power: sysfs.root().join("power").is_dir(),
+        }
+    }
+
+    /// The subdirectories of a device's directory that may hold devices.
+    fn prune(&self, subdirs: &mut Vec<Vec<u8>>) {
+        let has = |name: &[u8]| subdirs.binary_search_by(|d| d[..].cmp(name)).is_ok();
+        let block = has(b"holders") && has(b"slaves");
+        let power = self.power;
+        subdirs.retain(|d| !(power && d == b"power" || block && BLOCK_GROUPS.contains(&&d[..])));
+    }
+}
+
 /// Visits every device below `/devices` (each directory with a `uevent`
 /// file), parents first. Returns how many were visited.
 ///
 /// Each directory is opened relative to its parent's open descriptor (one
 /// path component for the kernel to look up, not the whole path from
-/// /sys) and listed once: four system calls a directory.
+/// /sys) and listed once: four system calls a directory. A device's
+/// attribute groups ([`Groups`]) are not listed at all.
 pub fn walk_devices(sysfs: &Sysfs, mut visit: impl FnMut(Visit<'_>)) -> io::Result<usize> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
     let top = sysfs.root().join("devices");
+    let groups = Groups::of(sysfs);
     let mut count = 0;
     let mut stack = vec![Pending {
         parent: None,
@@ -101,8 +143,9 @@ pub fn walk_devices(sysfs: &Sysfs, mut visit: impl FnMut(Visit<'_>)) -> io::Resu
             Err(_) => continue,
         };
         let mut dir = Dir::new(fd)?;
-        let (device, subdirs) = list(&mut dir);
+        let (device, mut subdirs) = list(&mut dir);
         if device {
+            groups.prune(&mut subdirs);
             if let Some(devpath) = sysfs.devpath_of(&path) {
                 visit(Visit {
                     devpath: &devpath,
@@ -250,6 +293,70 @@ mod tests {
             ]
         );
         assert_eq!(n, 4);
+    }
+
+    /// A decoy device is planted in each group a walk must not list; the
+    /// kernel never puts one there, so finding it means the group was read.
+    #[test]
+    fn attribute_groups_of_devices_are_not_listed() {
+        let walk = |root: &Path| {
+            let mut seen = Vec::new();
+            walk_devices(&Sysfs::new(root), |v| {
+                seen.push(String::from_utf8(v.devpath.to_vec()).unwrap())
+            })
+            .unwrap();
+            seen
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        fake_device(root, "/devices/host", "x", "");
+        fake_device(root, "/devices/host/power/decoy", "x", "");
+        fake_device(root, "/devices/host/block/sda", "block", "");
+        fake_device(root, "/devices/host/block/sda/sda1", "block", "");
+        for group in ["holders", "slaves", "queue", "mq", "integrity", "trace"] {
+            fake_device(
+                root,
+                &format!("/devices/host/block/sda/{group}/decoy"),
+                "x",
+                "",
+            );
+        }
+        // Only in a block device (with holders and slaves) are these groups.
+        for name in ["queue", "mq", "integrity", "trace"] {
+            fake_device(root, &format!("/devices/host/{name}"), "x", "");
+        }
+        // Not a device: below it, every directory is listed.
+        fake_device(root, "/devices/system/power/decoy", "x", "");
+        // Without power management a device's child may be named power.
+        let all = walk(root);
+        assert!(all.contains(&"/devices/host/power/decoy".to_string()));
+        fs::create_dir_all(root.join("power")).unwrap();
+        let pruned = walk(root);
+        let mut expected: Vec<String> = all
+            .iter()
+            .filter(|d| !d.starts_with("/devices/host/power/"))
+            .filter(|d| !(d.starts_with("/devices/host/block/sda/") && d.ends_with("/decoy")))
+            .cloned()
+            .collect();
+        assert_eq!(pruned, expected);
+        // What is left: the disk and its partition, the device's children
+        // named like a block device's groups, and all below a non-device.
+        expected
+            .retain(|d| d.starts_with("/devices/host/block") || d.starts_with("/devices/system"));
+        assert_eq!(
+            expected,
+            [
+                "/devices/host/block/sda",
+                "/devices/host/block/sda/sda1",
+                "/devices/system/power/decoy"
+            ]
+        );
+        assert!(pruned.contains(&"/devices/host/queue".to_string()));
+        // A block device's groups are never listed, power management or not.
+        assert!(!all
+            .iter()
+            .any(|d| d.starts_with("/devices/host/block/sda/") && d.ends_with("/decoy")));
+        assert_eq!(all.len(), pruned.len() + 1);
     }
 
     #[test]
