@@ -369,11 +369,24 @@ static void mod_name(const char *path, char *out, size_t len)
     out[i] = 0;
 }
 
+/* Names to indexes: modules.dep has thousands of lines, and a linear
+ * search per dependency made the floor's own start quadratic. */
+#define HASHSZ (MAXMOD * 2)
+static int mod_hash[HASHSZ]; /* index + 1, 0 empty */
+
+static unsigned hash_name(const char *s)
+{
+    unsigned h = 2166136261u;
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 16777619u;
+    return h % HASHSZ;
+}
+
 static int mod_find(const char *name)
 {
-    for (int i = 0; i < nmod; i++)
-        if (!strcmp(mods[i].name, name))
-            return i;
+    for (unsigned h = hash_name(name); mod_hash[h]; h = (h + 1) % HASHSZ)
+        if (!strcmp(mods[mod_hash[h] - 1].name, name))
+            return mod_hash[h] - 1;
     return -1;
 }
 
@@ -387,6 +400,10 @@ static int mod_add(const char *path)
     i = nmod++;
     snprintf(mods[i].name, sizeof mods[i].name, "%s", name);
     snprintf(mods[i].path, sizeof mods[i].path, "%s", path);
+    unsigned h = hash_name(mods[i].name);
+    while (mod_hash[h])
+        h = (h + 1) % HASHSZ;
+    mod_hash[h] = i + 1;
     return i;
 }
 
