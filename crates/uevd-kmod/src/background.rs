@@ -4,7 +4,8 @@
 //! tests under emulation): if the event that asked for it waited, that
 //! event's worker would sit idle while other devices queue behind it. The
 //! event only asks; the load runs here, on threads sized for inits that
-//! sleep, dependencies first as ever, each module once however many ask.
+//! sleep, dependencies first as ever (those that do not need each other
+//! side by side, load.rs), each module once however many ask.
 //! Whoever must know that everything asked for is in (settle) waits for
 //! the loader to be idle.
 //!
@@ -19,7 +20,7 @@
 //! `ahead` until the event is done): a module whose init fails is then not
 //! inserted, and failed, twice for one event.
 
-use crate::load::Loader;
+use crate::load::{Loader, OnThread};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Condvar, Mutex};
 use std::time::Instant;
@@ -156,14 +157,19 @@ impl Loader {
         }
     }
 
-    fn background_thread(&self) {
+    fn background_thread(&'static self) {
         let bg = &self.background;
+        let spread = |names: &[&str]| self.load_in_background(names);
         let mut st = bg.lock();
         loop {
             if let Some(name) = st.queue.pop_front() {
                 st.queued.remove(&name);
                 drop(st);
-                let parked = self.load_one(&name, Some(&name)).is_err();
+                let on = OnThread {
+                    request: &name,
+                    spread: &spread,
+                };
+                let parked = self.load_one(&name, Some(on)).is_err();
                 st = bg.lock();
                 if parked {
                     // Still pending: it comes back through unpark.

@@ -10,7 +10,11 @@
 //! each other. Modules nobody else needs load in parallel, one per caller.
 //! The loader's own threads never wait at all: a request that needs a
 //! module another thread is inserting is parked on that module's slot and
-//! the thread goes on to the next request (background.rs).
+//! the thread goes on to the next request (background.rs). There a
+//! module's dependencies also go in side by side: the ones that do not
+//! need each other are handed to other threads as requests of their own,
+//! so that a driver with four libraries waits for the longest chain of
+//! them, not for their sum.
 //!
 //! The decisions are udev's (systemd's module_load_and_warn): a module
 //! built in or live in sysfs is left alone, a blacklisted requested module
@@ -89,6 +93,14 @@ struct SlotState {
     last: Option<Result<Outcome, Error>>,
 }
 
+/// Where a module's slot stands, for [`Loader::spread`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SlotNow {
+    Untried,
+    Loading,
+    Tried,
+}
+
 #[derive(Default)]
 struct Slot {
     state: Mutex<SlotState>,
@@ -149,7 +161,11 @@ impl Loader {
     /// module's slot under the name `park` instead, to be asked again when
     /// the insertion ends; and a requested module another thread is
     /// inserting counts as done, since that thread reports how it went.
-    pub(crate) fn load_one(&self, name: &str, park: Option<&str>) -> Result<LoadResult, Parked> {
+    pub(crate) fn load_one(
+        &self,
+        name: &str,
+        park: Option<OnThread<'_>>,
+    ) -> Result<LoadResult, Parked> {
         let list = match self.resolver.lookup(name) {
             Ok(l) if l.is_empty() => {
                 return Ok(LoadResult {
@@ -186,7 +202,7 @@ impl Loader {
     fn load_module(
         &self,
         m: &Module,
-        park: Option<&str>,
+        park: Option<OnThread<'_>>,
     ) -> Result<Result<Outcome, Error>, Parked> {
         match self.resolver.is_builtin(m) {
             Ok(true) => return Ok(Ok(Outcome::Builtin)),
@@ -203,6 +219,10 @@ impl Loader {
             Ok(s) => s,
             Err(e) => return Ok(Err(e)),
         };
+        if let Some(on) = park {
+            self.spread(&steps, on.spread);
+        }
+        let park = park.map(|on| on.request);
         let mut outcome = Outcome::AlreadyLoaded;
         for step in &steps {
             match self.step_once(step, park)? {
@@ -226,6 +246,54 @@ impl Loader {
             }
         }
         Ok(Ok(outcome))
+    }
+
+    /// Hands the dependencies of a module about to be loaded that are
+    /// neither in nor going in to `spread`, as requests of their own,
+    /// except the one this request inserts next itself; it meets the
+    /// others, in or going in, on its way. A dependency whose own
+    /// dependencies are not in yet waits for them on the thread it gets;
+    /// each module still goes in once, after what it needs. Only what
+    /// modules.dep requires and an insertion loads is handed on: soft
+    /// dependencies keep their place before or after the module, and an
+    /// install command runs where modprobe would run it. A dependency
+    /// tried before (by anyone) is not handed on again, so that a request
+    /// asked again after being parked does not try a failing one anew each
+    /// time; it meets it in its place. (A dependency handed on that fails
+    /// is tried once more there, as a second modprobe would: libraries
+    /// whose init fails are rare, and the waste is one insertion.)
+    fn spread(&self, steps: &[Step], spread: &dyn Fn(&[&str])) {
+        let mut next_is_mine = true;
+        let mut others: Vec<&str> = Vec::new();
+        for step in steps.iter().filter(|s| !s.top) {
+            if !matches!(self.loaded(step), Ok(None)) {
+                continue;
+            }
+            let state = self.slot_state(&step.module.name);
+            if std::mem::replace(&mut next_is_mine, false) && state != SlotNow::Loading {
+                continue;
+            }
+            let alone = step.required && !step.builtin && step.install.is_none();
+            if state == SlotNow::Untried && alone && step.path.is_some() {
+                others.push(&step.module.name);
+            }
+        }
+        if !others.is_empty() {
+            spread(&others);
+        }
+    }
+
+    fn slot_state(&self, name: &str) -> SlotNow {
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(slot) = slots.get(name) else {
+            return SlotNow::Untried;
+        };
+        let st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
+        match (st.loading, &st.last) {
+            (true, _) => SlotNow::Loading,
+            (false, None) => SlotNow::Untried,
+            (false, Some(_)) => SlotNow::Tried,
+        }
     }
 
     fn slot(&self, name: &str) -> Arc<Slot> {
@@ -349,6 +417,15 @@ impl Loader {
 /// A request set aside to be asked again (see Loader::load_one).
 #[derive(Debug)]
 pub(crate) struct Parked;
+
+/// A request on one of the loader's own threads (background.rs).
+#[derive(Clone, Copy)]
+pub(crate) struct OnThread<'a> {
+    /// The name it is parked under, to be asked again, rather than wait.
+    pub request: &'a str,
+    /// Queues other requests, for other threads to run meanwhile.
+    pub spread: &'a dyn Fn(&[&str]),
+}
 
 /// A claimed slot. Released with the result; if the backend panics
 /// instead, released on unwinding, so that waiters wake with an error

@@ -693,3 +693,91 @@ fn a_soft_dependency_the_kernel_refused_is_not_tried_again_as_one() {
     assert!(!r[0].is_ok());
     assert_eq!(kernel.inserted().len(), 5);
 }
+
+/// virtio_pci needs four libraries, two of which need nothing and one of
+/// which needs another (virtio_ring before virtio). On the loader's own
+/// threads the ones that do not need each other go in side by side: the
+/// three with nothing to wait for are all being inserted at once, the one
+/// that needs another only after it, the driver after all four (and after
+/// its soft dependency), each once.
+#[test]
+fn a_drivers_dependencies_that_do_not_need_each_other_go_in_side_by_side() {
+    let deps: &[(&str, &[&str])] = &[
+        ("ring", &[]),
+        ("virtio", &["ring"]),
+        ("modern", &[]),
+        ("legacy", &[]),
+        ("pci", &["legacy", "modern", "virtio", "ring"]),
+        ("soft", &[]),
+    ];
+    let t = tree(
+        deps,
+        &[("pci:v1AF4*", "pci")],
+        &[],
+        "softdep pci pre: soft\n",
+        false,
+    );
+    let kernel = Arc::new(FakeKernel {
+        needs: deps
+            .iter()
+            .map(|(m, d)| (m.to_string(), d.iter().map(|s| s.to_string()).collect()))
+            .collect(),
+        gated: ["ring", "modern", "legacy"].map(String::from).into(),
+        ..FakeKernel::default()
+    });
+    let loader: &'static Loader = Box::leak(Box::new(Loader::new(
+        resolver(&t),
+        Box::new(Shared(kernel.clone())),
+    )));
+    loader.load_ahead(&[(b"/devices/pci0000:00/0000:00:02.0", "pci:v1AF4d1000")]);
+    // Serially, "modern" and "legacy" would wait for "ring" to end.
+    assert!(
+        kernel.wait_inserted(&["ring", "modern", "legacy"]),
+        "inserted: {:?}",
+        kernel.inserted()
+    );
+    assert!(!kernel
+        .inserted()
+        .iter()
+        .any(|m| m == "virtio" || m == "pci"));
+    kernel.open_gate();
+    assert!(loader.wait_background(std::time::Instant::now() + Duration::from_secs(20)));
+    let inserted = kernel.inserted();
+    assert_eq!(inserted.len(), 6, "{inserted:?}");
+    assert_eq!(inserted.last().map(String::as_str), Some("pci"));
+    // The soft dependency kept its place: before the driver.
+    assert!(inserted.iter().any(|m| m == "soft"), "{inserted:?}");
+    assert!(kernel.order_errors.lock().unwrap().is_empty());
+}
+
+/// A library that fails, handed to a thread of its own while the driver's
+/// first dependency goes in: the driver is not inserted, and the failing
+/// library is not tried again each time the request comes back from being
+/// parked (at most once more, in its place).
+#[test]
+fn a_failing_dependency_handed_on_stops_the_driver_and_is_not_retried_over_and_over() {
+    let deps: &[(&str, &[&str])] = &[
+        ("first", &[]),
+        ("bad", &[]),
+        ("third", &[]),
+        ("drv", &["first", "bad", "third"]),
+    ];
+    let t = tree(deps, &[], &[], "", false);
+    let kernel = Arc::new(FakeKernel {
+        fail: ["bad".to_string()].into(),
+        gated: ["first", "third"].map(String::from).into(),
+        ..FakeKernel::default()
+    });
+    let loader: &'static Loader = Box::leak(Box::new(Loader::new(
+        resolver(&t),
+        Box::new(Shared(kernel.clone())),
+    )));
+    loader.load_in_background(&["drv"]);
+    assert!(kernel.wait_inserted(&["first", "bad", "third"]));
+    kernel.open_gate();
+    assert!(loader.wait_background(std::time::Instant::now() + Duration::from_secs(20)));
+    let inserted = kernel.inserted();
+    assert!(!inserted.iter().any(|m| m == "drv"), "{inserted:?}");
+    let bad = inserted.iter().filter(|m| *m == "bad").count();
+    assert!((1..=2).contains(&bad), "{inserted:?}");
+}
