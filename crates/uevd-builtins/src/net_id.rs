@@ -6,7 +6,8 @@
 //! release that changed the logic added a flag, and a system can pin an old
 //! scheme with `net.naming-scheme=` on the kernel command line or
 //! `NET_NAMING_SCHEME` in the environment, so that an upgrade does not
-//! rename its interfaces. The default is the newest scheme, v252.
+//! rename its interfaces. Every scheme up to systemd 260's is known; the
+//! default is v252, udev 252's own (Debian 12), and `latest` is v260.
 
 use crate::scan::{atoi, atollu, atou, atou_strict, sscanf, Strict};
 use crate::text::{c_str, fits, has_control, utf8_is_valid, Bounded};
@@ -26,6 +27,7 @@ const ALTIFNAMSIZ: usize = 128;
 const ARPHRD_ETHER: i32 = 1;
 const ARPHRD_INFINIBAND: i32 = 32;
 const ARPHRD_SLIP: i32 = 256;
+const ARPHRD_MCTP: i32 = 290;
 
 /// The changes to the naming logic, each tied to the release that made it.
 /// Some concern other parts of udev (renaming, `NAME=`, nspawn's names)
@@ -47,6 +49,25 @@ pub(crate) mod flag {
     pub const XEN_VIF: u32 = 1 << 13;
     pub const BRIDGE_MULTIFUNCTION_SLOT: u32 = 1 << 14;
     pub const DEVICETREE_ALIASES: u32 = 1 << 15;
+    /// A USB interface on a host controller that is not on PCI gets a
+    /// path name of its ports alone.
+    pub const USB_HOST: u32 = 1 << 16;
+    /// An SR-IOV representor's port name `pf<P>vf<N>` becomes `r<N>`.
+    pub const SR_IOV_R: u32 = 1 << 17;
+    /// The slot number firmware gives (ACPI `_SUN`, `firmware_node/sun`)
+    /// before the hotplug slots directory.
+    pub const FIRMWARE_NODE_SUN: u32 = 1 << 18;
+    /// A devicetree alias may point at the interface's own node (one port
+    /// of a multi-port controller), not only at its parent's.
+    pub const DEVICETREE_PORT_ALIASES: u32 = 1 << 19;
+    /// An interface `.link` files do not rename keeps its `INTERFACE`
+    /// name, not its sysfs name (they differ where a name has a `!`).
+    pub const USE_INTERFACE_PROPERTY: u32 = 1 << 20;
+    /// WLAN interfaces get devicetree names too (`wifiN`, else
+    /// `ethernetN` aliases).
+    pub const DEVICETREE_ALIASES_WLAN: u32 = 1 << 21;
+    /// MCTP interfaces get names, with the `mc` prefix.
+    pub const MCTP: u32 = 1 << 22;
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -60,7 +81,7 @@ impl Scheme {
         Scheme { name, flags }
     }
 
-    fn has(&self, flags: u32) -> bool {
+    pub(crate) fn has(&self, flags: u32) -> bool {
         self.flags & flags == flags
     }
 }
@@ -76,9 +97,19 @@ const V249: u32 = V247 | flag::SLOT_FUNCTION_ID | flag::INDEX_16BIT | flag::REPL
 const V250: u32 = V249 | flag::XEN_VIF;
 const V251: u32 = V250 | flag::BRIDGE_MULTIFUNCTION_SLOT;
 const V252: u32 = V251 | flag::DEVICETREE_ALIASES;
+const V253: u32 = V252 | flag::USB_HOST;
+/// Selectable, but systemd 254 itself did not default to it.
+const V254: u32 = V253 | flag::SR_IOV_R;
+/// Takes back v251's slot names for functions behind a bridge.
+const V255: u32 = V254 & !flag::BRIDGE_MULTIFUNCTION_SLOT;
+const V257: u32 = V255 | flag::FIRMWARE_NODE_SUN | flag::DEVICETREE_PORT_ALIASES;
+const V258: u32 = V257 | flag::USE_INTERFACE_PROPERTY;
+const V259: u32 = V258 | flag::DEVICETREE_ALIASES_WLAN;
+const V260: u32 = V259 | flag::MCTP;
 
-/// Every scheme systemd 252 knows; the last is the default and "latest".
-pub(crate) static SCHEMES: [Scheme; 11] = [
+/// Every scheme systemd 260 knows (there is no v256); the last is
+/// "latest".
+pub(crate) static SCHEMES: [Scheme; 18] = [
     Scheme::new("v238", V238),
     Scheme::new("v239", V239),
     Scheme::new("v240", V240),
@@ -90,7 +121,20 @@ pub(crate) static SCHEMES: [Scheme; 11] = [
     Scheme::new("v250", V250),
     Scheme::new("v251", V251),
     Scheme::new("v252", V252),
+    Scheme::new("v253", V253),
+    Scheme::new("v254", V254),
+    Scheme::new("v255", V255),
+    Scheme::new("v257", V257),
+    Scheme::new("v258", V258),
+    Scheme::new("v259", V259),
+    Scheme::new("v260", V260),
 ];
+
+/// The scheme when none is asked for: udev 252's, whose names uevd
+/// reproduces by default. A system that came with a newer udev names its
+/// scheme on the kernel command line (`net.naming-scheme=v257`), as
+/// installers that pin one do.
+const DEFAULT_SCHEME: usize = 10;
 
 fn scheme_named(name: &[u8]) -> Option<&'static Scheme> {
     if name == b"latest" {
@@ -137,7 +181,7 @@ pub(crate) fn select_scheme(cmdline: Option<&[u8]>, env: Option<&[u8]>) -> &'sta
     };
     wanted
         .and_then(|w| scheme_named(&w))
-        .unwrap_or(&SCHEMES[SCHEMES.len() - 1])
+        .unwrap_or(&SCHEMES[DEFAULT_SCHEME])
 }
 
 /// The scheme this process uses, chosen once like udev does at startup.
@@ -264,11 +308,23 @@ struct PciNames {
 
 /// The port part shared by onboard, path and slot names: a named front
 /// panel port, or else the port number when there are several.
-fn push_port(b: &mut Bounded, link: &Link, dev_port: u64) {
+fn push_port(b: &mut Bounded, link: &Link, dev_port: u64, scheme: &Scheme) {
     if let Some(n) = &link.phys_port_name {
-        b.push("n").push(n);
+        match representor(n).filter(|_| scheme.has(flag::SR_IOV_R)) {
+            Some(vf) => b.push(format!("r{vf}")),
+            None => b.push("n").push(n),
+        };
     } else if dev_port > 0 {
         b.push(format!("d{dev_port}"));
+    }
+}
+
+/// The virtual function an SR-IOV representor stands for: its port name
+/// is `pf<P>vf<N>` (anything may follow).
+fn representor(phys_port_name: &[u8]) -> Option<i32> {
+    match sscanf(phys_port_name, "pf%*uvf%d").as_slice() {
+        [vf] => Some(vf.int()).filter(|&vf| vf >= 0),
+        _ => None,
     }
 }
 
@@ -300,7 +356,7 @@ fn pci_onboard(dev: &Device, pci: &Device, link: &Link, scheme: &Scheme, names: 
     let dev_port = dev_port(dev).unwrap_or(0);
     let mut b = Bounded::new(ALTIFNAMSIZ);
     b.push(format!("o{index}"));
-    push_port(&mut b, link, dev_port);
+    push_port(&mut b, link, dev_port, scheme);
     names.onboard = b.whole().filter(|n| !n.is_empty());
     names.label = attr(pci, "label").filter(|l| utf8_is_valid(l) && !has_control(l));
 }
@@ -390,24 +446,82 @@ fn pci_slot(dev: &Device, pci: &Rc<Device>, link: &Link, scheme: &Scheme, names:
     if func > 0 || multifunction() {
         b.push(format!("f{func}"));
     }
-    push_port(&mut b, link, port);
+    push_port(&mut b, link, port, scheme);
     names.path = b.whole();
 
-    // ACPI _SUN: the slot number firmware gives a hotplug slot.
-    let Some(slots) = slots_dir(pci) else { return };
-    let Ok(entries) = std::fs::read_dir(&slots) else {
-        return;
+    let hotplug_slot = match slot_from_firmware_node(pci, scheme, &multifunction) {
+        Some(sun) => sun,
+        None => match hotplug_slot(pci, scheme, &multifunction, &mut domain) {
+            Some(n) => n,
+            None => return,
+        },
     };
-    let entries: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
+    if hotplug_slot > 0 {
+        let mut b = Bounded::new(ALTIFNAMSIZ);
+        if domain > 0 {
+            b.push(format!("P{domain}"));
+        }
+        b.push(format!("s{hotplug_slot}"));
+        if func > 0 || multifunction() {
+            b.push(format!("f{func}"));
+        }
+        push_port(&mut b, link, port, scheme);
+        names.slot = b.whole();
+    }
+}
+
+/// The slot number firmware gives the function (ACPI `_SUN`, in
+/// `firmware_node/sun`), or its nearest PCI parent's: not a bridge's for a
+/// single-function device, since every device behind the bridge would
+/// claim it.
+fn slot_from_firmware_node(
+    pci: &Rc<Device>,
+    scheme: &Scheme,
+    multifunction: &dyn Fn() -> bool,
+) -> Option<u32> {
+    if !scheme.has(flag::FIRMWARE_NODE_SUN) {
+        return None;
+    }
+    let sun = |d: &Device| {
+        attr(d, "firmware_node/sun")
+            .and_then(|v| atou(&v, 0))
+            .filter(|&n| n > 0)
+    };
+    if let Some(n) = sun(pci) {
+        return Some(n);
+    }
+    let parent = pci.parent_with_subsystem(b"pci", None)?;
+    if pci_bridge(&parent) && !multifunction() {
+        return None;
+    }
+    sun(&parent)
+}
+
+/// The slot in the PCI hotplug slots directory the function or one of its
+/// PCI parents sits in: Some(0) for none, None when no slot name may be
+/// given at all.
+fn hotplug_slot(
+    pci: &Rc<Device>,
+    scheme: &Scheme,
+    multifunction: &dyn Fn() -> bool,
+    domain: &mut u32,
+) -> Option<u32> {
+    // ACPI _SUN: the slot number firmware gives a hotplug slot.
+    let slots = slots_dir(pci)?;
+    let entries: Vec<_> = std::fs::read_dir(&slots)
+        .ok()?
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
     let mut hotplug_slot = 0u32;
     let mut at = Some(pci.clone());
     while let Some(slot_dev) = at {
         match slot_from_function_id(&slot_dev, &slots, scheme) {
-            Some(Err(())) => return,
+            Some(Err(())) => return None,
             Some(Ok(id)) => {
                 hotplug_slot = id;
                 // The function id already tells the domain apart.
-                domain = 0;
+                *domain = 0;
                 break;
             }
             None => {}
@@ -431,7 +545,7 @@ fn pci_slot(dev: &Device, pci: &Rc<Device>, link: &Link, scheme: &Scheme, names:
                 && pci_bridge(&slot_dev)
                 && (!scheme.has(flag::BRIDGE_MULTIFUNCTION_SLOT) || !multifunction())
             {
-                return;
+                return None;
             }
             break;
         }
@@ -440,18 +554,7 @@ fn pci_slot(dev: &Device, pci: &Rc<Device>, link: &Link, scheme: &Scheme, names:
         }
         at = slot_dev.parent_with_subsystem(b"pci", None);
     }
-    if hotplug_slot > 0 {
-        let mut b = Bounded::new(ALTIFNAMSIZ);
-        if domain > 0 {
-            b.push(format!("P{domain}"));
-        }
-        b.push(format!("s{hotplug_slot}"));
-        if func > 0 || multifunction() {
-            b.push(format!("f{func}"));
-        }
-        push_port(&mut b, link, port);
-        names.slot = b.whole();
-    }
+    Some(hotplug_slot)
 }
 
 /// For an SR-IOV virtual function: its physical function and the `vN`
@@ -646,32 +749,52 @@ fn components(p: &[u8]) -> Vec<&[u8]> {
         .collect()
 }
 
-/// Devicetree `ethernetN` aliases: `d<N>` for the interface whose parent's
-/// firmware node an alias points to. Err means a broken alias set, which
-/// gives no name.
-fn devicetree_name(dev: &Device) -> Option<Vec<u8>> {
-    let parent = dev.parent()?;
-    let of_node = std::fs::canonicalize(parent.syspath().join("of_node")).ok()?;
-    if !of_node.is_dir() {
-        return None;
+/// The devicetree node an interface's aliases may point at: its parent's,
+/// and with `DEVICETREE_PORT_ALIASES` first its own (one port of a
+/// multi-port controller has a node of its own).
+fn devicetree_node(dev: &Device, scheme: &Scheme) -> Option<PathBuf> {
+    let node_of = |d: &Device| {
+        std::fs::canonicalize(d.syspath().join("of_node"))
+            .ok()
+            .filter(|n| n.is_dir())
+    };
+    if scheme.has(flag::DEVICETREE_PORT_ALIASES) {
+        if let Some(own) = node_of(dev) {
+            return Some(own);
+        }
     }
+    node_of(&*dev.parent()?)
+}
+
+/// Devicetree aliases (`ethernetN`, or `wifiN` for WLAN): `d<N>` for the
+/// interface whose node an alias points to. Err means a broken alias set
+/// (`ethernet` and `ethernet0` both), which gives no name.
+fn devicetree_name(dev: &Device, kind: &[u8], scheme: &Scheme) -> Result<Option<Vec<u8>>, ()> {
+    let Some(of_node) = devicetree_node(dev, scheme) else {
+        return Ok(None);
+    };
     // /proc/device-tree is a link to this directory.
-    let base = std::fs::canonicalize(dev.sysfs().root().join("firmware/devicetree/base")).ok()?;
-    let rel = of_node.strip_prefix(&base).ok()?;
-    if rel.as_os_str().is_empty() {
-        return None;
-    }
+    let Ok(base) = std::fs::canonicalize(dev.sysfs().root().join("firmware/devicetree/base"))
+    else {
+        return Ok(None);
+    };
+    let Some(rel) = of_node
+        .strip_prefix(&base)
+        .ok()
+        .filter(|r| !r.as_os_str().is_empty())
+    else {
+        return Ok(None);
+    };
     let node = [b"/", rel.as_os_str().as_bytes()].concat();
     let aliases = base.join("aliases");
-    let mut names: Vec<_> = std::fs::read_dir(&aliases)
-        .ok()?
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
+    let Ok(entries) = std::fs::read_dir(&aliases) else {
+        return Ok(None);
+    };
+    let mut names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
     names.sort();
     for alias in names {
         let alias = alias.as_bytes();
-        let Some(index) = alias.strip_prefix(b"ethernet") else {
+        let Some(index) = alias.strip_prefix(kind) else {
             continue;
         };
         let Some(target) = read_sysattr(&aliases.join(OsStr::from_bytes(alias)), alias) else {
@@ -681,18 +804,38 @@ fn devicetree_name(dev: &Device) -> Option<Vec<u8>> {
         if !target.starts_with(b"/") || components(target) != components(&node) {
             continue;
         }
-        let (i, conflict): (u32, &[u8]) = if index.is_empty() {
-            (0, b"ethernet0")
+        let (i, conflict) = if index.is_empty() {
+            (0, [kind, b"0"].concat())
         } else {
-            (atou(index, 0)?, b"ethernet")
+            (atou(index, 0).ok_or(())?, kind.to_vec())
         };
         // "ethernet" and "ethernet0" would both mean index 0.
-        if i == 0 && read_sysattr(&aliases.join(OsStr::from_bytes(conflict)), conflict).is_some() {
-            return None;
+        if i == 0 && read_sysattr(&aliases.join(OsStr::from_bytes(&conflict)), &conflict).is_some()
+        {
+            return Err(());
         }
-        return Some(format!("d{i}").into_bytes());
+        return Ok(Some(format!("d{i}").into_bytes()));
     }
-    None
+    Ok(None)
+}
+
+/// The devicetree name for the interface's kind, if the scheme gives one:
+/// Ethernet's from `ethernetN` aliases, WLAN's (v259) from `wifiN` ones and
+/// else from `ethernetN` ones.
+fn devicetree_names(dev: &Device, prefix: &[u8], scheme: &Scheme) -> Option<Vec<u8>> {
+    if !scheme.has(flag::DEVICETREE_ALIASES) {
+        return None;
+    }
+    match prefix {
+        b"en" => devicetree_name(dev, b"ethernet", scheme).ok()?,
+        b"wl" if scheme.has(flag::DEVICETREE_ALIASES_WLAN) => {
+            match devicetree_name(dev, b"wifi", scheme).ok()? {
+                Some(n) => Some(n),
+                None => devicetree_name(dev, b"ethernet", scheme).ok()?,
+            }
+        }
+        _ => None,
+    }
 }
 
 fn named(prefix: &[u8], parts: &[&[u8]]) -> Option<Vec<u8>> {
@@ -717,6 +860,7 @@ pub(crate) fn run_with(
         ARPHRD_ETHER => b"en",
         ARPHRD_INFINIBAND if scheme.has(flag::INFINIBAND) => b"ib",
         ARPHRD_SLIP => b"sl",
+        ARPHRD_MCTP if scheme.has(flag::MCTP) => b"mc",
         _ => return Ok(()),
     };
     match link.devtype.as_deref() {
@@ -742,10 +886,8 @@ pub(crate) fn run_with(
         }
     }
 
-    if prefix == b"en" && scheme.has(flag::DEVICETREE_ALIASES) {
-        if let Some(name) = devicetree_name(dev).and_then(|n| named(prefix, &[&n])) {
-            set(out, "ID_NET_NAME_ONBOARD", name);
-        }
+    if let Some(name) = devicetree_names(dev, prefix, scheme).and_then(|n| named(prefix, &[&n])) {
+        set(out, "ID_NET_NAME_ONBOARD", name);
     }
     if let Some(n) = ccw_name(dev) {
         if let Some(name) = named(prefix, &[&n]) {
@@ -783,6 +925,12 @@ pub(crate) fn run_with(
     }
 
     let Some((direct, pci)) = pci_names(dev, &link, scheme) else {
+        // A USB host controller that is not on PCI (a system on a chip's).
+        if scheme.has(flag::USB_HOST) {
+            if let Some(name) = usb_ports(dev).and_then(|u| named(prefix, &[&u])) {
+                set(out, "ID_NET_NAME_PATH", name);
+            }
+        }
         return Ok(());
     };
     if direct {
@@ -825,8 +973,7 @@ mod tests {
 
     #[test]
     fn scheme_comes_from_env_or_cmdline() {
-        let latest = select_scheme(None, None);
-        assert_eq!(latest.name, "v252");
+        assert_eq!(select_scheme(None, None).name, "v252", "udev 252's default");
         assert_eq!(
             select_scheme(Some(b"quiet net.naming-scheme=v247\n"), None).name,
             "v247"
@@ -848,7 +995,12 @@ mod tests {
             "v240"
         );
         assert_eq!(select_scheme(None, Some(b":v243")).name, "v243");
-        assert_eq!(select_scheme(None, Some(b"latest")).name, "v252");
+        assert_eq!(select_scheme(None, Some(b"latest")).name, "v260");
+        assert_eq!(
+            select_scheme(None, Some(b"v256")).name,
+            "v252",
+            "no such scheme"
+        );
         assert_eq!(select_scheme(None, Some(b"v999")).name, "v252");
         assert_eq!(
             select_scheme(Some(b"net.naming-scheme=\"v238\""), None).name,
@@ -859,6 +1011,28 @@ mod tests {
             .unwrap()
             .has(flag::DEVICETREE_ALIASES | flag::XEN_VIF));
         assert!(!scheme_named(b"v251").unwrap().has(flag::DEVICETREE_ALIASES));
+        // v255 took back v251's bridge slots; each later one adds.
+        assert!(scheme_named(b"v254")
+            .unwrap()
+            .has(flag::BRIDGE_MULTIFUNCTION_SLOT | flag::SR_IOV_R | flag::USB_HOST));
+        let v255 = scheme_named(b"v255").unwrap();
+        assert!(!v255.has(flag::BRIDGE_MULTIFUNCTION_SLOT) && v255.has(flag::SR_IOV_R));
+        assert!(scheme_named(b"v260").unwrap().has(
+            flag::FIRMWARE_NODE_SUN
+                | flag::DEVICETREE_PORT_ALIASES
+                | flag::USE_INTERFACE_PROPERTY
+                | flag::DEVICETREE_ALIASES_WLAN
+                | flag::MCTP
+        ));
+    }
+
+    #[test]
+    fn representor_port_names() {
+        assert_eq!(representor(b"pf0vf3"), Some(3));
+        assert_eq!(representor(b"pf1vf12x"), Some(12), "anything may follow");
+        assert_eq!(representor(b"pf0vf-1"), None);
+        assert_eq!(representor(b"p0"), None);
+        assert_eq!(representor(b"pf0sf3"), None);
     }
 
     #[test]

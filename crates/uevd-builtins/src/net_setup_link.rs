@@ -358,7 +358,14 @@ impl NetSetupLink {
 
     /// `link_generate_new_name()`.
     fn new_name(&self, link: &Link<'_>, config: &LinkConfig) -> Vec<u8> {
-        let keep = link.ifname.clone();
+        // The name the interface keeps when nothing renames it: from
+        // scheme v258 on its INTERFACE, before that udev's device name,
+        // in which a `!` of the sysfs name is a `/` (a name the kernel
+        // refuses, for the rare interface with a `!`).
+        let keep = match link.dev.event().get(b"INTERFACE") {
+            Some(name) if self.scheme().has(flag::USE_INTERFACE_PROPERTY) => name.to_vec(),
+            _ => uevd_sysfs::unescape_name(&link.ifname),
+        };
         if link.action == Action::Move {
             log::debug!(
                 "{}: not applying Name= and NamePolicy= on a move",
@@ -634,7 +641,7 @@ impl Builtin for NetSetupLink {
                 show(&link.ifname),
                 link.action.as_str()
             );
-            link.ifname.clone()
+            uevd_sysfs::unescape_name(&link.ifname)
         };
         set(
             out,

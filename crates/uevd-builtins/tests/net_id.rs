@@ -333,7 +333,8 @@ fn older_naming_schemes() {
     }
     let exe = std::env::current_exe().unwrap();
     for scheme in [
-        "v238", "v240", "v247", "v249", "v250", "v251", ":v243", "bogus",
+        "v238", "v240", "v247", "v249", "v250", "v251", ":v243", "bogus", "v253", "v254", "v255",
+        "v257", "v258", "v259", "v260", "latest",
     ] {
         let out = std::process::Command::new(&exe)
             .args(["--exact", "scheme_child", "--nocapture", "--test-threads=1"])
@@ -363,7 +364,14 @@ fn scheme_child() {
     let n = |tree: &Tree, dev: &str| names(tree, dev);
     let has = |v: &[String], l: &str| v.iter().any(|x| x == l);
     let name = scheme.trim_start_matches(':');
-    let name = if name == "bogus" { "v252" } else { name };
+    let name = match name {
+        "bogus" => "v252",
+        "latest" => "v260",
+        other => other,
+    };
+    let nn = newer_nics();
+    let newer = |dev: &str| names(&nn, dev);
+    let flags_since = |v: u32| name[1..].parse::<u32>().unwrap() >= v;
     let onboard = n(&t, ONBOARD);
     assert_eq!(onboard[0], format!("ID_NET_NAMING_SCHEME={name}"));
     match name {
@@ -413,6 +421,137 @@ fn scheme_child() {
         "v252" => {
             assert!(has(&n(&o, DT_NIC), "ID_NET_NAME_ONBOARD=end0"));
         }
+        "v253" | "v254" | "v255" | "v257" | "v258" | "v259" | "v260" => {}
         other => panic!("unexpected scheme {other}"),
     }
+    if name.len() == 4 && flags_since(252) {
+        newer_schemes(name, &newer, &|dev| n(&t, dev));
+    }
+}
+
+/// What each scheme after v252 changed, on the interfaces it concerns
+/// (systemd.net-naming-scheme(7)); each also keeps the others' names.
+fn newer_schemes(
+    name: &str,
+    newer: &dyn Fn(&str) -> Vec<String>,
+    older_tree: &dyn Fn(&str) -> Vec<String>,
+) {
+    let since = |v: u32| name[1..].parse::<u32>().unwrap() >= v;
+    let scheme = format!("ID_NET_NAMING_SCHEME={name}");
+    let expect = |rest: &[&str]| {
+        let mut v = vec![scheme.clone()];
+        v.extend(rest.iter().map(|s| s.to_string()));
+        v
+    };
+    // v253: a USB NIC on a host controller that is not on PCI.
+    let usb: &[&str] = if since(253) {
+        &["ID_NET_NAME_MAC=enx00e04c680020", "ID_NET_NAME_PATH=enu1"]
+    } else {
+        &["ID_NET_NAME_MAC=enx00e04c680020"]
+    };
+    assert_eq!(newer(SOC_USB_NIC), expect(usb));
+    // v254: an SR-IOV representor's port name becomes "r<VF>"; other port
+    // names stay.
+    let repr = if since(254) {
+        "ID_NET_NAME_PATH=enp8s0r3"
+    } else {
+        "ID_NET_NAME_PATH=enp8s0npf0vf3"
+    };
+    assert_eq!(
+        newer(REPRESENTOR),
+        expect(&["ID_NET_NAME_MAC=enx001b21000021", repr])
+    );
+    assert_eq!(
+        newer(REPRESENTOR_PORT),
+        expect(&[
+            "ID_NET_NAME_MAC=enx001b21000022",
+            "ID_NET_NAME_PATH=enp8s0np0"
+        ])
+    );
+    // v255: a bridge's hotplug slot names no function behind it again,
+    // multi-function or not.
+    let mf_slot = older_tree(BEHIND_BRIDGE_MF)
+        .iter()
+        .any(|l| l == "ID_NET_NAME_SLOT=ens9f1");
+    assert_eq!(mf_slot, !since(255), "{name}");
+    // v257: the slot firmware numbers (ACPI _SUN); a root port's number
+    // only for a multi-function card behind it.
+    let sun: &[&str] = if since(257) {
+        &[
+            "ID_NET_NAME_MAC=enx001b21000023",
+            "ID_NET_NAME_PATH=enp0s5",
+            "ID_NET_NAME_SLOT=ens7",
+        ]
+    } else {
+        &["ID_NET_NAME_MAC=enx001b21000023", "ID_NET_NAME_PATH=enp0s5"]
+    };
+    assert_eq!(newer(SUN), expect(sun));
+    assert_eq!(
+        newer(SUN_BEHIND_BRIDGE),
+        expect(&["ID_NET_NAME_MAC=enx001b21000024", "ID_NET_NAME_PATH=enp9s0"])
+    );
+    let sun_mf: &[&str] = if since(257) {
+        &[
+            "ID_NET_NAME_MAC=enx001b21000025",
+            "ID_NET_NAME_PATH=enp11s0f1",
+            "ID_NET_NAME_SLOT=ens9f1",
+        ]
+    } else {
+        &[
+            "ID_NET_NAME_MAC=enx001b21000025",
+            "ID_NET_NAME_PATH=enp11s0f1",
+        ]
+    };
+    assert_eq!(newer(SUN_BEHIND_BRIDGE_MF), expect(sun_mf));
+    // v257: switch ports whose own devicetree nodes have aliases.
+    for (dev, mac, onboard) in [
+        (
+            DT_PORT1,
+            "ID_NET_NAME_MAC=enx02abcd000026",
+            "ID_NET_NAME_ONBOARD=end2",
+        ),
+        (
+            DT_PORT2,
+            "ID_NET_NAME_MAC=enx02abcd000027",
+            "ID_NET_NAME_ONBOARD=end3",
+        ),
+    ] {
+        let want: Vec<&str> = if since(257) {
+            vec![mac, onboard]
+        } else {
+            vec![mac]
+        };
+        assert_eq!(newer(dev), expect(&want));
+    }
+    // v259: WLAN devicetree names, from "wifiN" aliases.
+    let wlan: &[&str] = if since(259) {
+        &[
+            "ID_NET_NAME_MAC=wlx02abcd000028",
+            "ID_NET_NAME_ONBOARD=wld0",
+        ]
+    } else {
+        &["ID_NET_NAME_MAC=wlx02abcd000028"]
+    };
+    assert_eq!(newer(DT_WLAN), expect(wlan));
+    // v260: MCTP interfaces are named at all ("mc"; this one has nothing
+    // to name it by but the scheme).
+    let mctp = if since(260) { expect(&[]) } else { Vec::new() };
+    assert_eq!(newer(MCTP), mctp);
+}
+
+/// Without a scheme asked for, uevd names as udev 252 does.
+#[test]
+fn the_default_scheme_is_udev_252s() {
+    if std::env::var_os("NET_NAMING_SCHEME").is_some() {
+        return;
+    }
+    let t = newer_nics();
+    assert_eq!(
+        names(&t, SOC_USB_NIC),
+        with_scheme(&["ID_NET_NAME_MAC=enx00e04c680020"])
+    );
+    assert_eq!(
+        names(&t, SUN),
+        with_scheme(&["ID_NET_NAME_MAC=enx001b21000023", "ID_NET_NAME_PATH=enp0s5"])
+    );
 }

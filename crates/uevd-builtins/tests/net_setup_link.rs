@@ -424,6 +424,35 @@ fn name_is_the_fallback_and_the_current_name_the_last_resort() {
     );
 }
 
+/// An interface named `wan!1` (the kernel allows a `!`; sysfs shows it as
+/// is, and udev's device name turns it into `wan/1`) that no policy
+/// renames keeps its INTERFACE name from scheme v258 on, and before that
+/// got the device name, which the kernel would refuse.
+#[test]
+fn an_unrenamed_interface_keeps_its_interface_name_from_v258() {
+    let mut links = Links::new();
+    let mut t = tree();
+    let dev = iface(&mut t, NIC_PCI, "wan!1", 3, "52:54:00:aa:bb:cd", 1);
+    links.add(
+        "lib/50-t.link",
+        "[Match]\nOriginalName=*\n[Link]\nNamePolicy=onboard\n",
+    );
+    let name = |links: &Links| {
+        let out = call(&links.builtin(), &t.device(&dev), &env(&[]), true).unwrap();
+        get(&out, "ID_NET_NAME")
+    };
+    links.cmdline = "net.naming-scheme=v257".into();
+    assert_eq!(name(&links).as_deref(), Some("wan/1"));
+    links.cmdline = "net.naming-scheme=v258".into();
+    assert_eq!(name(&links).as_deref(), Some("wan!1"));
+    links.cmdline = String::new();
+    assert_eq!(
+        name(&links).as_deref(),
+        Some("wan/1"),
+        "the default is v252"
+    );
+}
+
 #[test]
 fn only_add_bind_and_move_are_configured() {
     let links = Links::new();

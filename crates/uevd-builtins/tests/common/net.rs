@@ -44,6 +44,18 @@ pub const LOOPBACK: &str = "/devices/virtual/net/lo";
 pub const SLIP: &str = "/devices/virtual/net/sl0";
 pub const NO_IFINDEX: &str = "/devices/virtual/misc/tun";
 
+// newer_nics(): what the schemes of systemd 253-260 name.
+pub const SOC_USB_NIC: &str = "/devices/platform/soc/xhci-hcd.0.auto/usb1/1-1/1-1:1.0/net/eth20";
+pub const REPRESENTOR: &str = "/devices/pci0000:00/0000:00:04.0/0000:08:00.0/net/eth21";
+pub const REPRESENTOR_PORT: &str = "/devices/pci0000:00/0000:00:04.0/0000:08:00.0/net/eth22";
+pub const SUN: &str = "/devices/pci0000:00/0000:00:05.0/net/eth23";
+pub const SUN_BEHIND_BRIDGE: &str = "/devices/pci0000:00/0000:00:06.0/0000:09:00.0/net/eth24";
+pub const SUN_BEHIND_BRIDGE_MF: &str = "/devices/pci0000:00/0000:00:07.0/0000:0b:00.1/net/eth25";
+pub const DT_PORT1: &str = "/devices/platform/soc/1c50000.switch/net/lan1";
+pub const DT_PORT2: &str = "/devices/platform/soc/1c50000.switch/net/lan2";
+pub const DT_WLAN: &str = "/devices/platform/soc/1c60000.wifi/net/wlan0";
+pub const MCTP: &str = "/devices/virtual/net/mctpi2c0";
+
 pub fn pci_nics() -> Tree {
     let mut t = Tree::new();
     let root = "/devices/pci0000:00";
@@ -463,5 +475,115 @@ pub fn long_names() -> Tree {
         "/devices/pci0000:00/0000:00:1f.6",
         &[("label", &"M".repeat(128))],
     );
+    t
+}
+
+/// Interfaces the schemes after v252 name differently: a USB NIC on a
+/// system-on-chip's host controller (no PCI), SR-IOV representors, slots
+/// numbered by firmware (`firmware_node/sun`), a switch whose ports have
+/// devicetree nodes of their own, a devicetree WLAN and an MCTP interface.
+pub fn newer_nics() -> Tree {
+    let mut t = Tree::new();
+    t.node("/devices/platform")
+        .dev("/devices/platform/soc", "platform", "")
+        .dev(
+            "/devices/platform/soc/xhci-hcd.0.auto",
+            "platform",
+            "DRIVER=xhci-hcd\n",
+        );
+    let usb1 = "/devices/platform/soc/xhci-hcd.0.auto/usb1";
+    usb_device(
+        &mut t,
+        usb1,
+        ("1d6b", "0002"),
+        None,
+        None,
+        None,
+        &[(9, 0, 0)],
+    );
+    let nic = format!("{usb1}/1-1");
+    usb_device(
+        &mut t,
+        &nic,
+        ("0bda", "8153"),
+        None,
+        None,
+        None,
+        &[(0xff, 0xff, 0)],
+    );
+    let intf = format!("{nic}/1-1:1.0");
+    usb_interface(&mut t, &intf, (0xff, 0xff, 0), Some("r8152"));
+    netdev(&mut t, &intf, "eth20", 20, "00:e0:4c:68:00:20");
+
+    let root = "/devices/pci0000:00";
+    t.node(root);
+    // A switchdev NIC's representor of VF 3, and one of its uplink ports.
+    let bridge = pci(&mut t, root, "0000:00:04.0", "0604", false);
+    let dev = pci(&mut t, &bridge, "0000:08:00.0", "0200", false);
+    netdev(&mut t, &dev, "eth21", 21, "00:1b:21:00:00:21");
+    t.attrs(REPRESENTOR, &[("phys_port_name", "pf0vf3")]);
+    netdev(&mut t, &dev, "eth22", 22, "00:1b:21:00:00:22");
+    t.attrs(REPRESENTOR_PORT, &[("phys_port_name", "p0")]);
+    // ACPI _SUN on the function itself, and on root ports: the port's
+    // number names a multi-function card behind it, not a single one.
+    let dev = pci(&mut t, root, "0000:00:05.0", "0200", false);
+    t.attrs(&dev, &[("firmware_node/sun", "7")]);
+    netdev(&mut t, &dev, "eth23", 23, "00:1b:21:00:00:23");
+    let bridge = pci(&mut t, root, "0000:00:06.0", "0604", false);
+    t.attrs(&bridge, &[("firmware_node/sun", "8")]);
+    let dev = pci(&mut t, &bridge, "0000:09:00.0", "0200", false);
+    netdev(&mut t, &dev, "eth24", 24, "00:1b:21:00:00:24");
+    let bridge = pci(&mut t, root, "0000:00:07.0", "0604", false);
+    t.attrs(&bridge, &[("firmware_node/sun", "9")]);
+    let dev = pci(&mut t, &bridge, "0000:0b:00.1", "0200", true);
+    netdev(&mut t, &dev, "eth25", 25, "00:1b:21:00:00:25");
+    fs::create_dir_all(t.path("bus/pci/slots")).unwrap();
+
+    // Devicetree: switch ports with nodes of their own, and a WLAN.
+    let base = "firmware/devicetree/base";
+    let switch = "/devices/platform/soc/1c50000.switch";
+    let wifi = "/devices/platform/soc/1c60000.wifi";
+    t.dev(switch, "platform", "DRIVER=mv88e6085\n")
+        .dev(wifi, "platform", "DRIVER=brcmfmac\n");
+    for node in [
+        "soc/switch@1c50000",
+        "soc/switch@1c50000/ports/port@1",
+        "soc/switch@1c50000/ports/port@2",
+        "soc/wifi@1c60000",
+    ] {
+        fs::create_dir_all(t.path(&format!("{base}/{node}"))).unwrap();
+    }
+    netdev(&mut t, switch, "lan1", 26, "02:ab:cd:00:00:26");
+    netdev(&mut t, switch, "lan2", 27, "02:ab:cd:00:00:27");
+    netdev(&mut t, wifi, "wlan0", 28, "02:ab:cd:00:00:28");
+    t.attr(
+        DT_WLAN,
+        "uevent",
+        "DEVTYPE=wlan\nINTERFACE=wlan0\nIFINDEX=28\n",
+    );
+    t.link(
+        &format!("{switch}/of_node"),
+        &format!("{base}/soc/switch@1c50000"),
+    )
+    .link(
+        &format!("{DT_PORT1}/of_node"),
+        &format!("{base}/soc/switch@1c50000/ports/port@1"),
+    )
+    .link(
+        &format!("{DT_PORT2}/of_node"),
+        &format!("{base}/soc/switch@1c50000/ports/port@2"),
+    )
+    .link(
+        &format!("{wifi}/of_node"),
+        &format!("{base}/soc/wifi@1c60000"),
+    );
+    let aliases = format!("/{base}/aliases");
+    t.attr(&aliases, "ethernet2", b"/soc/switch@1c50000/ports/port@1\0")
+        .attr(&aliases, "ethernet3", b"/soc/switch@1c50000/ports/port@2\0")
+        .attr(&aliases, "wifi0", b"/soc/wifi@1c60000\0");
+
+    // MCTP over I2C: ARPHRD_MCTP, a one-byte address.
+    netdev(&mut t, "/devices/virtual", "mctpi2c0", 29, "");
+    t.attrs(MCTP, &[("type", "290"), ("address", "00")]);
     t
 }
