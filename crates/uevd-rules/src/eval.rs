@@ -177,11 +177,16 @@ impl uevd_builtins::Env for Props {
 struct BuiltinEnv<'a> {
     props: &'a Props,
     previous: Option<&'a Record>,
+    dev_root: &'a [u8],
 }
 
 impl uevd_builtins::Env for BuiltinEnv<'_> {
     fn property(&self, key: &[u8]) -> Option<&[u8]> {
         self.props.get(key)
+    }
+
+    fn dev_root(&self) -> &[u8] {
+        self.dev_root
     }
 
     fn stored_property(&self, key: &[u8]) -> Option<&[u8]> {
@@ -1371,6 +1376,7 @@ impl<'a> State<'a> {
                 env: &BuiltinEnv {
                     props: &self.props,
                     previous: self.previous,
+                    dev_root: &self.rules.dev_root,
                 },
                 test: self.test,
             },

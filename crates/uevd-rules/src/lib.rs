@@ -447,7 +447,7 @@ impl Rules {
                     return Ok(());
                 };
                 let args = uevd_spawn::split(command);
-                struct EnvList<'a>(&'a [(Vec<u8>, Vec<u8>)]);
+                struct EnvList<'a>(&'a [(Vec<u8>, Vec<u8>)], &'a [u8]);
                 impl uevd_builtins::Env for EnvList<'_> {
                     fn property(&self, key: &[u8]) -> Option<&[u8]> {
                         self.0
@@ -455,13 +455,17 @@ impl Rules {
                             .find(|(k, _)| k == key)
                             .map(|(_, v)| v.as_slice())
                     }
+
+                    fn dev_root(&self) -> &[u8] {
+                        self.1
+                    }
                 }
                 let mut out = Vec::new();
                 b.run(
                     &uevd_builtins::Call {
                         device,
                         args: &args,
-                        env: &EnvList(env),
+                        env: &EnvList(env, &self.dev_root),
                         test: false,
                     },
                     &mut out,

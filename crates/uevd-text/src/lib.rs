@@ -19,6 +19,12 @@ pub trait Env {
     fn stored_property(&self, _key: &[u8]) -> Option<&[u8]> {
         None
     }
+
+    /// The directory device nodes are in (`DEVNAME` is relative to it):
+    /// `/dev` unless the manager was told another.
+    fn dev_root(&self) -> &[u8] {
+        b"/dev"
+    }
 }
 
 pub use uevd_uevent::Properties;
