@@ -183,12 +183,12 @@ fn parse_hint_value(v: &str) -> Option<u64> {
     v.trim_start().parse().ok()
 }
 
-/// Where device nodes are: `/dev`, unless the event says otherwise
-/// (tests point this at a directory of images).
+/// Where device nodes are: the manager's device directory, unless the
+/// event says otherwise (tests point this at a directory of images).
 fn dev_root(call: &Call<'_>) -> PathBuf {
     match call.env.property(b"UEVD_DEV_ROOT") {
         Some(r) if !r.is_empty() => PathBuf::from(std::ffi::OsStr::from_bytes(r)),
-        _ => PathBuf::from("/dev"),
+        _ => PathBuf::from(std::ffi::OsStr::from_bytes(call.env.dev_root())),
     }
 }
 
