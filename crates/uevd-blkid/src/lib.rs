@@ -615,6 +615,58 @@ fn version_cmp(a: Option<&[u8]>, b: Option<&[u8]>) -> std::cmp::Ordering {
     (a.len() - i).cmp(&(b.len() - j))
 }
 
+/// One partition of a disk's table, numbered, placed and sized the way
+/// the kernel's own reading of the table gives it: start and size in
+/// 512-byte sectors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TablePartition {
+    pub number: u32,
+    pub start: u64,
+    pub size: u64,
+}
+
+/// DOS partition types inside which the kernel reads a further table of
+/// its own (BSD, Solaris, UnixWare, Minix labels), making more partitions
+/// than the DOS table lists.
+const NESTED_LABELS: [u32; 6] = [0xa5, 0xa6, 0xa9, 0x63, 0x81, 0xbf];
+
+/// The partitions of the DOS or GPT table on a whole disk, as the kernel
+/// would create them from it: an extended DOS partition covers its first
+/// sectors only (two, or one logical sector if larger), a partition
+/// starting past the end is left out and one running past it is cut
+/// short. None when there is no such table, or when the kernel would
+/// find more in it than this reads (a BSD label in a DOS partition).
+pub fn partition_table(disk: &dyn Source) -> Result<Option<Vec<TablePartition>>, Error> {
+    let mut pr = Probe::new(disk, 0, disk.size(), &[]);
+    pr.sector_size = disk.sector_size().max(512);
+    let Some((kind, ls)) = partition_list(&mut pr)? else {
+        return Ok(None);
+    };
+    if kind == "dos" && ls.parts.iter().any(|p| NESTED_LABELS.contains(&p.kind)) {
+        return Ok(None);
+    }
+    let capacity = disk.size() >> 9;
+    let extended_size = (pr.sector_size >> 9).max(2);
+    let parts = ls
+        .parts
+        .iter()
+        .filter(|p| p.size > 0 && p.start < capacity)
+        .map(|p| {
+            let size = if p.extended {
+                p.size.min(extended_size)
+            } else {
+                p.size
+            };
+            TablePartition {
+                number: p.partno,
+                start: p.start,
+                size: size.min(capacity - p.start),
+            }
+        })
+        .collect();
+    Ok(Some(parts))
+}
+
 /// On the disk the boot loader's ESP (or XBOOTLDR) partition is on, the
 /// UUID of the root partition to mount: the native-architecture root
 /// partition not marked "no auto", the highest-versioned by label.

@@ -24,6 +24,7 @@ mod locks;
 mod manager;
 mod modules;
 pub mod notify;
+mod partitions;
 pub mod pipeline;
 mod reconcile;
 mod rootdev;

@@ -467,7 +467,9 @@ impl Daemon {
     /// once the socket is empty, so the rescan sees the newest state.
     /// Asks the kernel for a change event for each watched device whose
     /// node was closed after a write, and for the partitions of a written
-    /// disk: what they hold may be different now.
+    /// disk: what they hold may be different now. A written disk's
+    /// partitions are first brought in line with its table, only those
+    /// that changed (partitions.rs); the kernel announces those itself.
     fn request_change_after_write(&mut self) {
         let Some(w) = &self.processor.watches else {
             return;
@@ -475,10 +477,15 @@ impl Daemon {
         for devpath in w.written() {
             let dir = self.sysfs.syspath(&devpath);
             let mut targets = vec![dir.clone()];
-            if let Ok(entries) = std::fs::read_dir(&dir) {
-                for e in entries.flatten() {
-                    if e.path().join("partition").exists() {
-                        targets.push(e.path());
+            match self.sync_partitions(&dir) {
+                Some(unchanged) => targets.extend(unchanged),
+                None => {
+                    if let Ok(entries) = std::fs::read_dir(&dir) {
+                        for e in entries.flatten() {
+                            if e.path().join("partition").exists() {
+                                targets.push(e.path());
+                            }
+                        }
                     }
                 }
             }
@@ -486,6 +493,39 @@ impl Daemon {
                 if let Err(e) = uevd_sysfs::request_uevent(&t, Action::Change, None, &[]) {
                     log::debug!("{}: {e}", t.display());
                 }
+            }
+        }
+    }
+
+    /// For a written disk that can have partitions: its partitions brought
+    /// in line with its table, and those that stay as they were; None when
+    /// that was not done (not such a disk, locked by someone, unreadable).
+    fn sync_partitions(&self, dir: &std::path::Path) -> Option<Vec<std::path::PathBuf>> {
+        if !crate::partitions::partitionable(dir) {
+            return None;
+        }
+        let uevent = std::fs::read(dir.join("uevent")).ok()?;
+        let devname = uevent
+            .split(|&c| c == b'\n')
+            .find_map(|l| l.strip_prefix(b"DEVNAME="))?;
+        let node = self
+            .processor
+            .dev
+            .path()
+            .join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(devname));
+        match crate::partitions::sync(&node, dir) {
+            Ok(synced) => {
+                for op in &synced.done {
+                    log::info!("{}: partition table: {op:?}", node.display());
+                }
+                for (op, e) in &synced.refused {
+                    log::warn!("{}: partition table: {op:?} refused: {e}", node.display());
+                }
+                Some(synced.unchanged.into_iter().map(|p| p.dir).collect())
+            }
+            Err(e) => {
+                log::debug!("{}: partitions not re-read: {e}", node.display());
+                None
             }
         }
     }

@@ -972,6 +972,112 @@ fn a_watched_node_written_and_closed_gets_a_change_event() {
     daemon.stop(&lab).unwrap();
 }
 
+/// A DOS partition table with these primary partitions (start, size).
+fn mbr(parts: &[(u32, u32)]) -> Vec<u8> {
+    let mut s = vec![0u8; 512];
+    for (i, &(start, size)) in parts.iter().enumerate() {
+        let e = 446 + 16 * i;
+        s[e + 4] = 0x83;
+        s[e + 8..e + 12].copy_from_slice(&start.to_le_bytes());
+        s[e + 12..e + 16].copy_from_slice(&size.to_le_bytes());
+    }
+    s[440..444].copy_from_slice(&0x5eed_0001u32.to_le_bytes());
+    s[510] = 0x55;
+    s[511] = 0xaa;
+    s
+}
+
+/// A partition table written through a watched disk's node: the new
+/// partition is added (with its add event), the one the write left alone
+/// keeps its device and gets a change event, never a remove and an add.
+#[test]
+fn a_written_partition_table_adds_what_is_new_and_keeps_the_rest() {
+    use std::io::Write;
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    let n = loop_number(5);
+    let out = lab.root().join("events");
+    write_rules(
+        &lab,
+        "60-watch.rules",
+        &format!(
+            "KERNEL==\"loop{n}\", OPTIONS+=\"watch\"\n\
+             KERNEL==\"loop{n}p*\", RUN+=\"/bin/sh -c 'echo $$ACTION %k >> {}'\"\n",
+            out.display()
+        ),
+    );
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    if !loop_device(&lab, "loop-add", n).status.success() {
+        eprintln!("skipped: no loop-control here");
+        return;
+    }
+    lab.settle(uevd()).unwrap();
+    let image = lab.root().join("disk.img");
+    std::fs::File::create(&image)
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    let node = lab.dev().join(format!("loop{n}"));
+    let attach = std::process::Command::new("losetup")
+        .arg("-P")
+        .arg(&node)
+        .arg(&image)
+        .output()
+        .unwrap();
+    assert!(
+        attach.status.success(),
+        "losetup: {}",
+        String::from_utf8_lossy(&attach.stderr)
+    );
+    lab.settle(uevd()).unwrap();
+    let write = |parts: &[(u32, u32)]| {
+        let mut f = std::fs::OpenOptions::new().write(true).open(&node).unwrap();
+        f.write_all(&mbr(parts)).unwrap();
+        f.sync_all().unwrap();
+    };
+    let wait_for = |line: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            lab.settle(uevd()).unwrap();
+            let text = std::fs::read_to_string(&out).unwrap_or_default();
+            if text.lines().any(|l| l == line) || std::time::Instant::now() > deadline {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let part = |k: u32| std::path::PathBuf::from(format!("/sys/block/loop{n}/loop{n}p{k}"));
+    write(&[(2048, 4096)]);
+    let seen = wait_for(&format!("add loop{n}p1"));
+    assert!(part(1).exists(), "{seen}");
+    use std::os::unix::fs::MetadataExt;
+    let p1 = std::fs::metadata(part(1)).unwrap().ino();
+    std::fs::remove_file(&out).unwrap();
+
+    write(&[(2048, 4096), (6144, 2048)]);
+    let seen = wait_for(&format!("add loop{n}p2"));
+    assert!(
+        seen.lines().any(|l| l == format!("add loop{n}p2")),
+        "{seen}"
+    );
+    let seen = wait_for(&format!("change loop{n}p1"));
+    assert!(
+        seen.lines().any(|l| l == format!("change loop{n}p1")),
+        "{seen}"
+    );
+    assert!(!seen.contains(&format!("remove loop{n}p1")), "{seen}");
+    assert_eq!(std::fs::metadata(part(1)).unwrap().ino(), p1);
+    assert!(lab.dev().join(format!("loop{n}p2")).exists());
+
+    let _ = std::process::Command::new("losetup")
+        .arg("-d")
+        .arg(&node)
+        .status();
+    assert!(loop_device(&lab, "loop-remove", n).status.success());
+    lab.settle(uevd()).unwrap();
+    daemon.stop(&lab).unwrap();
+}
+
 #[test]
 fn a_later_event_whose_rules_set_no_mode_keeps_the_mode() {
     let _g = serial();
