@@ -27,7 +27,7 @@ pub mod uaccess;
 mod usb_id;
 
 use uevd_text::{scan, set, text};
-pub use uevd_text::{Env, Properties};
+pub use uevd_text::{unset, unset_key, Env, Properties};
 
 pub struct Call<'a> {
     pub device: &'a Rc<uevd_sysfs::Device>,

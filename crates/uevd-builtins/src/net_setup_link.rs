@@ -643,14 +643,10 @@ impl Builtin for NetSetupLink {
             );
             uevd_sysfs::unescape_name(&link.ifname)
         };
-        set(
-            out,
-            "ID_NET_LINK_FILE",
-            config.filename.as_os_str().as_bytes(),
-        );
         // systemd 256: ImportProperty= from the database record, then
-        // Property= (which wins); on every event, so that a change event
-        // does not drop them from the record.
+        // Property= (which wins), then UnsetProperty=; on every event, so
+        // that a change event does not drop them from the record. The
+        // builtin's own properties come last and cannot be unset.
         for key in &config.import_properties {
             if let Some(v) = call.env.stored_property(key) {
                 set(out, &String::from_utf8_lossy(key), v);
@@ -659,6 +655,14 @@ impl Builtin for NetSetupLink {
         for (key, value) in &config.properties {
             set(out, &String::from_utf8_lossy(key), value.clone());
         }
+        for key in &config.unset_properties {
+            crate::unset(out, key);
+        }
+        set(
+            out,
+            "ID_NET_LINK_FILE",
+            config.filename.as_os_str().as_bytes(),
+        );
         set(out, "ID_NET_NAME", new_name);
         Ok(())
     }

@@ -1202,3 +1202,35 @@ fn link_files_set_and_import_udev_properties() {
         assert_eq!(get(&out, "ID_OTHER"), None);
     }
 }
+
+/// `UnsetProperty=` (systemd 256) removes names from the event, after
+/// `ImportProperty=` and `Property=`: a name both set and unset ends up
+/// unset; the builtin's own properties come after and stay.
+#[test]
+fn link_files_unset_udev_properties() {
+    let t = tree();
+    let links = Links::new();
+    links.add(
+        "lib/50-t.link",
+        concat!(
+            "[Match]\nOriginalName=*\n[Link]\nNamePolicy=path\n",
+            "Property=ID_SET=1 ID_BOTH=2\n",
+            "UnsetProperty=ID_BOTH ID_FROM_RULES ID_NET_LINK_FILE\n",
+        ),
+    );
+    let out = call(&links.builtin(), &t.device(NIC), &env(NAMES), true).unwrap();
+    assert!(out.contains(&"ID_SET=1".to_string()), "{out:?}");
+    // An unset shows as `KEY=`, as udevadm test-builtin prints it.
+    assert!(out.contains(&"ID_BOTH=".to_string()), "{out:?}");
+    assert!(out.contains(&"ID_FROM_RULES=".to_string()), "{out:?}");
+    // The builtin's own come after the unsets, and stay.
+    let last_file = out
+        .iter()
+        .rev()
+        .find_map(|l| l.strip_prefix("ID_NET_LINK_FILE="));
+    assert!(
+        last_file.is_some_and(|f| f.ends_with("50-t.link")),
+        "{out:?}"
+    );
+    assert_eq!(get(&out, "ID_NET_NAME").as_deref(), Some("enp0s5"));
+}

@@ -111,6 +111,9 @@ pub struct LinkConfig {
     /// `ImportProperty=` (systemd 256): names copied from the device's
     /// database record, when it has them.
     pub import_properties: Vec<Vec<u8>>,
+    /// `UnsetProperty=` (systemd 256): names removed from the event,
+    /// after `ImportProperty=` and `Property=` are applied.
+    pub unset_properties: Vec<Vec<u8>>,
     /// Keys that were set but that uevd does not apply (MTU, offloads,
     /// Wake-on-LAN, SR-IOV, ...).
     pub unapplied: Vec<String>,
@@ -132,6 +135,7 @@ impl LinkConfig {
             mac: None,
             properties: Vec::new(),
             import_properties: Vec::new(),
+            unset_properties: Vec::new(),
             unapplied: Vec::new(),
         }
     }
@@ -218,7 +222,6 @@ fn property_words(value: &[u8], warn: &mut dyn FnMut(String)) -> Vec<Vec<u8>> {
 
 /// `[Link]` settings systemd understands and uevd leaves alone.
 const UNAPPLIED_LINK_KEYS: &[&str] = &[
-    "UnsetProperty",
     "Alias",
     "TransmitQueues",
     "ReceiveQueues",
@@ -804,9 +807,14 @@ fn assign(
                 c.properties.push((key.to_vec(), val.to_vec()));
             }
         }
-        (b"Link", b"ImportProperty") => {
+        (b"Link", which @ (b"ImportProperty" | b"UnsetProperty")) => {
+            let names = if which == b"ImportProperty" {
+                &mut c.import_properties
+            } else {
+                &mut c.unset_properties
+            };
             if value.is_empty() {
-                c.import_properties.clear();
+                names.clear();
                 return;
             }
             for w in property_words(value, warn) {
@@ -815,8 +823,8 @@ fn assign(
                         "invalid udev property name, ignoring: {}",
                         show(&w)
                     ));
-                } else if !c.import_properties.contains(&w) {
-                    c.import_properties.push(w);
+                } else if !names.contains(&w) {
+                    names.push(w);
                 }
             }
         }
@@ -1075,7 +1083,7 @@ mod tests {
         let (c, notes) = parse(
             "[Link]\nProperty=ID_NET_MANAGED_BY=io.systemd.Network \"A_B=x y\" BAD BAD-NAME=1\n\
              Property=ID_NET_AUTO_LINK_LOCAL_ONLY=1 A_B=z DEVNAME=x P=100%% Q=%H\n\
-             ImportProperty=ID_X ID_X IFINDEX 9Z\nUnsetProperty=ID_Y\n",
+             ImportProperty=ID_X ID_X IFINDEX 9Z\nUnsetProperty=ID_Y DEVPATH ID_Z\n",
         );
         let c = c.unwrap();
         let props: Vec<(String, String)> = c
@@ -1093,18 +1101,29 @@ mod tests {
             ]
         );
         assert_eq!(c.import_properties, vec![b"ID_X".to_vec()]);
-        assert_eq!(c.unapplied, vec!["UnsetProperty=".to_string()]);
+        assert_eq!(c.unset_properties, vec![b"ID_Y".to_vec(), b"ID_Z".to_vec()]);
+        assert!(c.unapplied.is_empty());
         let text = format!("{:?}", notes.0);
-        for bad in ["BAD", "BAD-NAME=1", "DEVNAME=x", "Q=%H", "IFINDEX", "9Z"] {
+        for bad in [
+            "BAD",
+            "BAD-NAME=1",
+            "DEVNAME=x",
+            "Q=%H",
+            "IFINDEX",
+            "9Z",
+            "DEVPATH",
+        ] {
             assert!(text.contains(bad), "{bad} not warned about: {text}");
         }
         // An empty assignment clears what came before.
         let (c, _) = parse(
-            "[Link]\nProperty=A=1\nProperty=\nProperty=B=2\nImportProperty=X\nImportProperty=\n",
+            "[Link]\nProperty=A=1\nProperty=\nProperty=B=2\nImportProperty=X\nImportProperty=\n\
+             UnsetProperty=Y\nUnsetProperty=\n",
         );
         let c = c.unwrap();
         assert_eq!(c.properties, vec![(b"B".to_vec(), b"2".to_vec())]);
         assert!(c.import_properties.is_empty());
+        assert!(c.unset_properties.is_empty());
     }
 
     #[test]

@@ -164,6 +164,16 @@ impl Props {
     fn remove(&mut self, key: &[u8]) {
         self.0.retain(|p| p.key != key);
     }
+
+    /// What a builtin returned: properties set, in order, and removed.
+    fn apply(&mut self, out: uevd_builtins::Properties) {
+        for (k, v) in out {
+            match uevd_builtins::unset_key(&k) {
+                Some(key) => self.remove(key),
+                None => self.set(&k, v),
+            }
+        }
+    }
 }
 
 impl uevd_builtins::Env for Props {
@@ -1390,9 +1400,7 @@ impl<'a> State<'a> {
         ));
         match result {
             Ok(()) => {
-                for (k, v) in out {
-                    self.props.set(&k, v);
-                }
+                self.props.apply(out);
                 true
             }
             Err(uevd_builtins::Failure::NotApplicable(m)) => {
@@ -1773,5 +1781,30 @@ impl Rules {
                 out.code
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod builtin_result_tests {
+    use super::*;
+
+    /// A builtin's result sets properties in order and removes the ones
+    /// it unsets (`.link` files' UnsetProperty=), also ones the rules set
+    /// before it ran; a removal followed by a set leaves the set.
+    #[test]
+    fn a_builtin_result_sets_and_unsets() {
+        let mut props = Props(Vec::new());
+        props.set(b"FROM_RULES", b"1".to_vec());
+        props.set(b"KEEP", b"k".to_vec());
+        let mut out = uevd_builtins::Properties::new();
+        out.push((b"NEW".to_vec(), b"n".to_vec()));
+        uevd_builtins::unset(&mut out, b"FROM_RULES");
+        uevd_builtins::unset(&mut out, b"AGAIN");
+        out.push((b"AGAIN".to_vec(), b"a".to_vec()));
+        props.apply(out);
+        assert_eq!(props.get(b"FROM_RULES"), None);
+        assert_eq!(props.get(b"KEEP"), Some(&b"k"[..]));
+        assert_eq!(props.get(b"NEW"), Some(&b"n"[..]));
+        assert_eq!(props.get(b"AGAIN"), Some(&b"a"[..]));
     }
 }

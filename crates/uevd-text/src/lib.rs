@@ -39,8 +39,24 @@ pub fn set(out: &mut Properties, key: &str, value: impl Into<Vec<u8>>) {
     }
 }
 
+/// Removes a property from the event, the way a udev builtin does by
+/// adding it without a value (`.link` files' `UnsetProperty=`). In the
+/// builtin's result it is the key after a NUL byte, which no key can
+/// hold; see [`unset_key`].
+pub fn unset(out: &mut Properties, key: &[u8]) {
+    let marked = [b"\0", key].concat();
+    out.retain(|(k, _)| k.as_slice() != key && *k != marked);
+    out.push((marked, Vec::new()));
+}
+
+/// The key an entry of a builtin's result removes, if it is a removal.
+pub fn unset_key(key: &[u8]) -> Option<&[u8]> {
+    key.strip_prefix(b"\0")
+}
+
 /// Properties as `KEY=VALUE` lines, the way udev's database, `udevadm
-/// test-builtin` and the helper programs' `--export` show them.
+/// test-builtin` and the helper programs' `--export` show them (a removed
+/// one as `KEY=`, as test-builtin prints it).
 pub fn lines<K, V>(props: &[(K, V)]) -> Vec<String>
 where
     K: AsRef<[u8]>,
@@ -49,9 +65,10 @@ where
     props
         .iter()
         .map(|(k, v)| {
+            let k = k.as_ref();
             format!(
                 "{}={}",
-                String::from_utf8_lossy(k.as_ref()),
+                String::from_utf8_lossy(unset_key(k).unwrap_or(k)),
                 String::from_utf8_lossy(v.as_ref())
             )
         })

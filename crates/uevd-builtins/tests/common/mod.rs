@@ -189,16 +189,7 @@ pub fn run_env(builtin: &str, dev: &Rc<Device>, env: &Props) -> Result<Propertie
 /// Properties as `KEY=VALUE` lines, the way udev's database and `udevadm
 /// test-builtin` show them.
 pub fn lines(props: &Properties) -> Vec<String> {
-    props
-        .iter()
-        .map(|(k, v)| {
-            format!(
-                "{}={}",
-                String::from_utf8_lossy(k),
-                String::from_utf8_lossy(v)
-            )
-        })
-        .collect()
+    uevd_text::lines(props)
 }
 
 /// The properties a builtin sets, as lines; panics on failure.

@@ -160,7 +160,9 @@ fn run_one(
         &mut out,
     );
     let mut stdout = io::stdout().lock();
+    // A removed property prints as `KEY=`, as udevadm test-builtin has it.
     for (k, v) in &out {
+        let k = uevd_builtins::unset_key(k).unwrap_or(k);
         writeln!(stdout, "{}={}", show(k), show(v))?;
     }
     match result {
