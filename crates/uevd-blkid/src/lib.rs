@@ -111,11 +111,16 @@ const CDROM_GET_CAPABILITY: libc::c_ulong = 0x5331;
 impl FileSource {
     pub fn open(path: &Path) -> io::Result<FileSource> {
         use std::os::unix::fs::OpenOptionsExt;
-        use std::os::unix::io::AsRawFd;
         let file = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY)
             .open(path)?;
+        FileSource::from_file(file)
+    }
+
+    /// A node or file the caller opened already (for reading).
+    pub fn from_file(file: File) -> io::Result<FileSource> {
+        use std::os::unix::io::AsRawFd;
         let meta = file.metadata()?;
         let block = meta.file_type().is_block_device();
         let fd = file.as_raw_fd();

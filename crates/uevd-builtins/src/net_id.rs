@@ -438,16 +438,20 @@ fn pci_slot(dev: &Device, pci: &Rc<Device>, link: &Link, scheme: &Scheme, names:
     let multifunction = std::cell::OnceCell::new();
     let multifunction = || *multifunction.get_or_init(|| pci_multifunction(pci));
 
-    let mut b = Bounded::new(ALTIFNAMSIZ);
-    if domain > 0 {
-        b.push(format!("P{domain}"));
-    }
-    b.push(format!("p{bus}s{slot}"));
-    if func > 0 || multifunction() {
-        b.push(format!("f{func}"));
-    }
-    push_port(&mut b, link, port, scheme);
-    names.path = b.whole();
+    // `[P<domain>]<where>[f<function>]<port>`, path and slot names alike.
+    let name = |domain: u32, place: String| {
+        let mut b = Bounded::new(ALTIFNAMSIZ);
+        if domain > 0 {
+            b.push(format!("P{domain}"));
+        }
+        b.push(place);
+        if func > 0 || multifunction() {
+            b.push(format!("f{func}"));
+        }
+        push_port(&mut b, link, port, scheme);
+        b.whole()
+    };
+    names.path = name(domain, format!("p{bus}s{slot}"));
 
     let hotplug_slot = match slot_from_firmware_node(pci, scheme, &multifunction) {
         Some(sun) => sun,
@@ -457,16 +461,7 @@ fn pci_slot(dev: &Device, pci: &Rc<Device>, link: &Link, scheme: &Scheme, names:
         },
     };
     if hotplug_slot > 0 {
-        let mut b = Bounded::new(ALTIFNAMSIZ);
-        if domain > 0 {
-            b.push(format!("P{domain}"));
-        }
-        b.push(format!("s{hotplug_slot}"));
-        if func > 0 || multifunction() {
-            b.push(format!("f{func}"));
-        }
-        push_port(&mut b, link, port, scheme);
-        names.slot = b.whole();
+        names.slot = name(domain, format!("s{hotplug_slot}"));
     }
 }
 

@@ -477,17 +477,14 @@ impl Daemon {
         for devpath in w.written() {
             let dir = self.sysfs.syspath(&devpath);
             let mut targets = vec![dir.clone()];
-            match self.sync_partitions(&dir) {
+            match self.sync_partitions(&devpath, &dir) {
                 Some(unchanged) => targets.extend(unchanged),
-                None => {
-                    if let Ok(entries) = std::fs::read_dir(&dir) {
-                        for e in entries.flatten() {
-                            if e.path().join("partition").exists() {
-                                targets.push(e.path());
-                            }
-                        }
-                    }
-                }
+                None => targets.extend(
+                    crate::partitions::kernel_partitions(&dir)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|p| p.dir),
+                ),
             }
             for t in targets {
                 if let Err(e) = uevd_sysfs::request_uevent(&t, Action::Change, None, &[]) {
@@ -500,19 +497,19 @@ impl Daemon {
     /// For a written disk that can have partitions: its partitions brought
     /// in line with its table, and those that stay as they were; None when
     /// that was not done (not such a disk, locked by someone, unreadable).
-    fn sync_partitions(&self, dir: &std::path::Path) -> Option<Vec<std::path::PathBuf>> {
+    fn sync_partitions(
+        &self,
+        devpath: &[u8],
+        dir: &std::path::Path,
+    ) -> Option<Vec<std::path::PathBuf>> {
         if !crate::partitions::partitionable(dir) {
             return None;
         }
-        let uevent = std::fs::read(dir.join("uevent")).ok()?;
-        let devname = uevent
-            .split(|&c| c == b'\n')
-            .find_map(|l| l.strip_prefix(b"DEVNAME="))?;
-        let node = self
-            .processor
-            .dev
-            .path()
-            .join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(devname));
+        let event = self.sysfs.read_event(Action::Change, devpath).ok()?;
+        let node =
+            self.processor.dev.path().join(
+                <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(event.devname()?),
+            );
         match crate::partitions::sync(&node, dir) {
             Ok(synced) => {
                 for op in &synced.done {

@@ -160,7 +160,8 @@ pub(crate) fn sync(node: &Path, disk_dir: &Path) -> io::Result<Synced> {
     // A tool that locks the disk (BSD lock, as udev asks of them) is
     // changing it and will tell the kernel itself.
     rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
-    let source = uevd_blkid::FileSource::open(node)?;
+    // The descriptor just locked, so that what is read is that node.
+    let source = uevd_blkid::FileSource::from_file(file.try_clone()?)?;
     // No table this reads fully (none at all, or one of the kinds the
     // kernel knows beyond DOS and GPT): the kernel's partitions may be
     // right, and are left as they are.
