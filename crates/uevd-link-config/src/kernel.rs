@@ -67,11 +67,16 @@ struct Message(Vec<u8>);
 const SEQ_AT: usize = 8;
 
 impl Message {
+    /// A request; a change (any kind but RTM_GETLINK) asks for an
+    /// acknowledgement, the one answer that says it was made. A query's
+    /// answer is the link itself (or an error): an acknowledgement after it
+    /// would cost one more read for nothing.
     fn new(kind: u16, flags: u16, ifindex: u32) -> Message {
+        let ack = if kind == RTM_GETLINK { 0 } else { NLM_F_ACK };
         let mut m = Vec::with_capacity(256);
         m.extend_from_slice(&0u32.to_ne_bytes());
         m.extend_from_slice(&kind.to_ne_bytes());
-        m.extend_from_slice(&(NLM_F_REQUEST | NLM_F_ACK | flags).to_ne_bytes());
+        m.extend_from_slice(&(NLM_F_REQUEST | ack | flags).to_ne_bytes());
         // The sequence number, set when the message is sent.
         m.extend_from_slice(&0u32.to_ne_bytes());
         m.extend_from_slice(&0u32.to_ne_bytes());
@@ -212,6 +217,7 @@ fn call(request: Vec<u8>) -> io::Result<Vec<u8>> {
 fn exchange(route: &mut Route, mut request: Vec<u8>) -> io::Result<io::Result<Vec<u8>>> {
     route.seq = route.seq.wrapping_add(1).max(1);
     let seq = route.seq;
+    let acked = u16_at(&request, 6) & NLM_F_ACK != 0;
     request[SEQ_AT..SEQ_AT + 4].copy_from_slice(&seq.to_ne_bytes());
     let fd = &route.fd;
     // SAFETY: sockaddr_nl is plain data; all zeros is the kernel.
@@ -288,6 +294,7 @@ fn exchange(route: &mut Route, mut request: Vec<u8>) -> io::Result<io::Result<Ve
                             Err(io::Error::from_raw_os_error(-code))
                         });
                     }
+                    RTM_NEWLINK if !acked => return Ok(Ok(msgs[..len].to_vec())),
                     RTM_NEWLINK => reply = msgs[..len].to_vec(),
                     _ => {}
                 }
@@ -317,7 +324,6 @@ fn c_string(b: &[u8]) -> Vec<u8> {
 
 /// The interface with that index. ENODEV when there is none.
 pub fn get_link(ifindex: u32) -> io::Result<LinkState> {
-    // RTM_GETLINK with NLM_F_ACK answers with the link, then an ack.
     let reply = match call(Message::new(RTM_GETLINK, 0, ifindex).finish()) {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
             return Err(io::Error::from_raw_os_error(libc::ENODEV))
@@ -573,7 +579,11 @@ mod tests {
         assert_eq!(b.len(), 16 + 16 + 12);
         assert_eq!(u32_at(&b, 0) as usize, b.len());
         assert_eq!(u16_at(&b, 4), RTM_SETLINK);
+        assert_eq!(u16_at(&b, 6), NLM_F_REQUEST | NLM_F_ACK);
         assert_eq!(u32_at(&b, 20), 7);
+        // A query is answered by the link alone, no acknowledgement.
+        let q = Message::new(RTM_GETLINK, 0, 7).finish();
+        assert_eq!(u16_at(&q, 6), NLM_F_REQUEST);
         assert_eq!(
             attrs(&b[32..]),
             vec![(IFLA_ADDRESS, &[1u8, 2, 3, 4, 5, 6][..])]

@@ -355,19 +355,23 @@ fn relative(name: &[u8]) -> &OsStr {
     OsStr::from_bytes(&name[start..])
 }
 
+/// The first read lands on the stack: the value is then allocated at its
+/// own size, a few bytes, where a page-sized buffer per attribute was the
+/// allocator's slow path (larger than its per-thread caches) every time.
 fn read_opened(fd: OwnedFd) -> io::Result<Vec<u8>> {
     use std::io::Read;
-    let mut file = fs::File::from(fd);
-    let mut value = vec![0; ONE_READ];
-    let n = loop {
-        match file.read(&mut value) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            other => break other?,
+    let mut page = [std::mem::MaybeUninit::<u8>::uninit(); ONE_READ];
+    let mut value = loop {
+        match rustix::io::read(&fd, &mut page[..]) {
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+            Ok((read, _)) => break read.to_vec(),
         }
     };
-    value.truncate(n);
+    let n = value.len();
     if n == ONE_READ {
-        file.take(SYSATTR_MAX + 1 - n as u64)
+        fs::File::from(fd)
+            .take(SYSATTR_MAX + 1 - n as u64)
             .read_to_end(&mut value)?;
     }
     Ok(value)

@@ -2,7 +2,8 @@
 //! children, names sorted, symlinks never followed.
 
 use crate::Sysfs;
-use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -34,49 +35,64 @@ fn sorted_subdirs(dir: &Path) -> Vec<PathBuf> {
 /// A directory still to list: its name below an open parent (the top has
 /// none), and its path.
 struct Pending {
-    parent: Option<Arc<Dir>>,
+    parent: Option<Arc<OwnedFd>>,
     path: PathBuf,
 }
 
-/// The sorted subdirectories of an open directory, and whether it holds a
-/// `uevent` file (which makes it a device). The entries' types come with
-/// the listing (sysfs, like most file systems, fills them in), so no file
-/// is looked up on its own.
-fn list(dir: &mut Dir) -> (bool, Vec<Vec<u8>>) {
-    let mut device = false;
-    let mut subdirs = Vec::new();
-    while let Some(Ok(e)) = dir.read() {
+/// What one listing of a directory says: whether it is a device (it holds a
+/// `uevent` file), whether that device is a network interface (it holds
+/// `ifindex`), and its subdirectories, sorted.
+struct Listing {
+    device: bool,
+    interface: bool,
+    subdirs: Vec<Vec<u8>>,
+}
+
+/// Room for one `getdents64` call to return a whole device directory: a
+/// SCSI disk's or a network interface's (about 40 entries of 24-40 bytes)
+/// in one call, where a buffer grown from a few hundred bytes took three.
+const LISTING_BUFFER: usize = 16 * 1024;
+
+/// Lists an open directory into `buf`. The entries' types come with the
+/// listing (sysfs, like most file systems, fills them in), so no file is
+/// looked up on its own.
+fn list(dir: BorrowedFd<'_>, buf: &mut Vec<u8>) -> Listing {
+    let mut listing = Listing {
+        device: false,
+        interface: false,
+        subdirs: Vec::new(),
+    };
+    let mut entries = RawDir::new(dir, buf.spare_capacity_mut());
+    while let Some(Ok(e)) = entries.next() {
         let name = e.file_name().to_bytes();
         if name == b"." || name == b".." {
             continue;
         }
         let kind = match e.file_type() {
-            FileType::Unknown => dir
-                .fd()
-                .ok()
-                .and_then(|fd| {
-                    rustix::fs::statat(fd, e.file_name(), AtFlags::SYMLINK_NOFOLLOW).ok()
-                })
+            FileType::Unknown => rustix::fs::statat(dir, e.file_name(), AtFlags::SYMLINK_NOFOLLOW)
                 .map_or(FileType::Unknown, |st| FileType::from_raw_mode(st.st_mode)),
             kind => kind,
         };
         match kind {
-            FileType::Directory => subdirs.push(name.to_vec()),
-            FileType::RegularFile if name == b"uevent" => device = true,
+            FileType::Directory => listing.subdirs.push(name.to_vec()),
+            FileType::RegularFile if name == b"uevent" => listing.device = true,
+            FileType::RegularFile if name == b"ifindex" => listing.interface = true,
             _ => {}
         }
     }
-    subdirs.sort_unstable();
-    (device, subdirs)
+    listing.subdirs.sort_unstable();
+    listing
 }
 
-/// The attribute groups and kernel objects the driver core and the block
-/// layer put in every device's (or every block device's) directory. The
+/// The attribute groups and kernel objects the driver core, the block
+/// layer and the network core put in every device's (or every block
+/// device's, every interface's) directory. The
 /// driver core places a child device in its parent's directory or in a
 /// class directory there, never in one of these, and each holds many
 /// entries: listing them was more than half of a walk's directories (a
 /// SCSI disk has 31 directories, of which 8 are `power` and 10 belong to
-/// its block device).
+/// its block device; an interface with one queue each way has 6, of which
+/// 4 are its queues and counters).
 struct Groups {
     /// `power` is in every device's directory when the kernel has power
     /// management (`/sys/power`): no child can then have that name.
@@ -94,6 +110,12 @@ const BLOCK_GROUPS: [&[u8]; 6] = [
     b"trace",
 ];
 
+/// What the network core puts in every interface's directory: its queues
+/// (a kobject per receive and transmit queue, up to hundreds on a server
+/// NIC, each listed in turn) and its counters. An interface has both, and
+/// `ifindex`.
+const NET_GROUPS: [&[u8]; 2] = [b"queues", b"statistics"];
+
 impl Groups {
     fn of(sysfs: &Sysfs) -> Groups {
         Groups {
@@ -102,11 +124,17 @@ impl Groups {
     }
 
     /// The subdirectories of a device's directory that may hold devices.
-    fn prune(&self, subdirs: &mut Vec<Vec<u8>>) {
+    fn prune(&self, listing: &mut Listing) {
+        let subdirs = &mut listing.subdirs;
         let has = |name: &[u8]| subdirs.binary_search_by(|d| d[..].cmp(name)).is_ok();
         let block = has(b"holders") && has(b"slaves");
+        let net = listing.interface && has(b"queues") && has(b"statistics");
         let power = self.power;
-        subdirs.retain(|d| !(power && d == b"power" || block && BLOCK_GROUPS.contains(&&d[..])));
+        subdirs.retain(|d| {
+            !(power && d == b"power"
+                || block && BLOCK_GROUPS.contains(&&d[..])
+                || net && NET_GROUPS.contains(&&d[..]))
+        });
     }
 }
 
@@ -122,15 +150,16 @@ pub fn walk_devices(sysfs: &Sysfs, mut visit: impl FnMut(Visit<'_>)) -> io::Resu
     let top = sysfs.root().join("devices");
     let groups = Groups::of(sysfs);
     let mut count = 0;
+    let mut buf = Vec::with_capacity(LISTING_BUFFER);
     let mut stack = vec![Pending {
         parent: None,
         path: top.clone(),
     }];
     while let Some(Pending { parent, path }) = stack.pop() {
         let opened = match &parent {
-            Some(p) => match (p.fd(), path.file_name()) {
-                (Ok(fd), Some(name)) => rustix::fs::openat(fd, name, flags, Mode::empty()),
-                _ => continue,
+            Some(p) => match path.file_name() {
+                Some(name) => rustix::fs::openat(p, name, flags, Mode::empty()),
+                None => continue,
             },
             None => rustix::fs::open(&path, flags, Mode::empty()),
         };
@@ -142,21 +171,23 @@ pub fn walk_devices(sysfs: &Sysfs, mut visit: impl FnMut(Visit<'_>)) -> io::Resu
             Err(e) if path == top => return Err(e.into()),
             Err(_) => continue,
         };
-        let mut dir = Dir::new(fd)?;
-        let (device, mut subdirs) = list(&mut dir);
-        if device {
-            groups.prune(&mut subdirs);
+        let mut listing = list(fd.as_fd(), &mut buf);
+        if listing.device {
+            groups.prune(&mut listing);
             if let Some(devpath) = sysfs.devpath_of(&path) {
                 visit(Visit {
                     devpath: &devpath,
                     path: &path,
-                    dir: dir.fd().ok(),
+                    dir: Some(fd.as_fd()),
                 });
                 count += 1;
             }
         }
-        let dir = Arc::new(dir);
-        for name in subdirs.into_iter().rev() {
+        if listing.subdirs.is_empty() {
+            continue;
+        }
+        let dir = Arc::new(fd);
+        for name in listing.subdirs.into_iter().rev() {
             stack.push(Pending {
                 parent: Some(dir.clone()),
                 path: path.join(std::ffi::OsStr::from_bytes(&name)),
@@ -357,6 +388,57 @@ mod tests {
             .iter()
             .any(|d| d.starts_with("/devices/host/block/sda/") && d.ends_with("/decoy")));
         assert_eq!(all.len(), pruned.len() + 1);
+    }
+
+    /// An interface's queues and counters are not listed; a directory of
+    /// those names in anything that is not an interface still is.
+    #[test]
+    fn an_interfaces_queues_and_counters_are_not_listed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let walk = || {
+            let mut seen = Vec::new();
+            walk_devices(&Sysfs::new(root), |v| {
+                seen.push(String::from_utf8(v.devpath.to_vec()).unwrap())
+            })
+            .unwrap();
+            seen
+        };
+        for dev in ["/devices/virtual/net/eth0", "/devices/pci0/usb0"] {
+            fake_device(root, dev, "x", "");
+            for sub in ["queues/rx-0/decoy", "queues/tx-0/decoy", "statistics/decoy"] {
+                fake_device(root, &format!("{dev}/{sub}"), "x", "");
+            }
+        }
+        fake_device(root, "/devices/virtual/net/eth0/child", "x", "");
+        // Not an interface yet: every decoy is found.
+        let all = walk();
+        assert_eq!(all.len(), 9, "{all:?}");
+        fs::write(root.join("devices/virtual/net/eth0/ifindex"), "2\n").unwrap();
+        let pruned = walk();
+        let expected: Vec<&String> = all
+            .iter()
+            .filter(|d| !(d.starts_with("/devices/virtual/net/eth0/") && d.ends_with("/decoy")))
+            .collect();
+        assert_eq!(pruned.iter().collect::<Vec<_>>(), expected);
+        assert_eq!(pruned.len(), 6);
+        assert!(pruned.contains(&"/devices/virtual/net/eth0/child".to_string()));
+        assert!(pruned.contains(&"/devices/pci0/usb0/queues/rx-0/decoy".to_string()));
+    }
+
+    /// A directory of thousands of entries is listed whole, through a
+    /// buffer that holds a few hundred at a time.
+    #[test]
+    fn a_directory_larger_than_one_listing_is_read_to_the_end() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let n = 2000;
+        for i in 0..n {
+            fake_device(root, &format!("/devices/virtual/net/dummy{i}"), "net", "");
+        }
+        let mut seen = 0;
+        walk_devices(&Sysfs::new(root), |_| seen += 1).unwrap();
+        assert_eq!(seen, n);
     }
 
     #[test]
