@@ -88,6 +88,11 @@ pub struct NetSetupLink {
     settings: Settings,
     loaded: Mutex<Option<Loaded>>,
     cmdline: OnceLock<Option<Vec<u8>>>,
+    /// The naming scheme and `net.ifnames=`, from the command line and the
+    /// environment as they were at the first event (as udevd reads them at
+    /// start): asked several times an event, parsed once.
+    scheme: OnceLock<&'static Scheme>,
+    name_policy_enabled: OnceLock<bool>,
     /// Read once it could be read, as udevd's workers keep it: every
     /// interface with a persistent address needs it.
     machine_id: OnceLock<[u8; 16]>,
@@ -99,6 +104,8 @@ impl NetSetupLink {
             settings,
             loaded: Mutex::new(None),
             cmdline: OnceLock::new(),
+            scheme: OnceLock::new(),
+            name_policy_enabled: OnceLock::new(),
             machine_id: OnceLock::new(),
         }
     }
@@ -123,15 +130,19 @@ impl NetSetupLink {
     }
 
     fn scheme(&self) -> &'static Scheme {
-        let env = std::env::var_os("NET_NAMING_SCHEME");
-        select_scheme(self.cmdline(), env.as_ref().map(|e| e.as_bytes()))
+        self.scheme.get_or_init(|| {
+            let env = std::env::var_os("NET_NAMING_SCHEME");
+            select_scheme(self.cmdline(), env.as_ref().map(|e| e.as_bytes()))
+        })
     }
 
     /// `net.ifnames=0` turns naming policies off (but not `Name=`).
     fn name_policy_enabled(&self) -> bool {
-        self.cmdline()
-            .and_then(|l| condition::cmdline_bool(l, b"net.ifnames"))
-            .unwrap_or(true)
+        *self.name_policy_enabled.get_or_init(|| {
+            self.cmdline()
+                .and_then(|l| condition::cmdline_bool(l, b"net.ifnames"))
+                .unwrap_or(true)
+        })
     }
 
     fn credentials(&self) -> Vec<PathBuf> {
