@@ -199,8 +199,67 @@ impl Builtin for NetId {
     }
 
     fn run(&self, call: &Call<'_>, out: &mut Properties) -> Result<(), Failure> {
-        run_with(call.device, scheme(), out)
+        let allow = Allow {
+            env: Some(call.env),
+            event: call.device.devpath(),
+        };
+        run_with(call.device, scheme(), &allow, out)
     }
+}
+
+/// systemd 256's allowlist and denylist of the sysfs attributes names are
+/// made of: `ID_NET_NAME_ALLOW_<ATTRIBUTE>=0|1` (the attribute's name in
+/// capitals, `/` kept) on the device the attribute belongs to, else
+/// `ID_NET_NAME_ALLOW=0|1` there, else allowed. The interface's own come
+/// from the event (hwdb's `net:naming:dr<driver>:` entries, imported just
+/// before net_id by newer rules); a PCI function's or the PCI bus's from
+/// its database record. A value that is no boolean denies, as a failed
+/// read does. Stock udev 252 rules set none, so nothing changes there.
+pub(crate) struct Allow<'a> {
+    /// None: every attribute may be read.
+    pub(crate) env: Option<&'a dyn crate::Env>,
+    /// The interface the event is for.
+    pub(crate) event: &'a [u8],
+}
+
+impl Allow<'_> {
+    fn property(&self, devpath: &[u8], key: &[u8]) -> Option<Vec<u8>> {
+        let env = self.env?;
+        if devpath == self.event {
+            env.property(key).map(<[u8]>::to_vec)
+        } else {
+            env.record_property(devpath, key)
+        }
+    }
+
+    /// Whether names may be made of the attribute of the device at
+    /// `devpath`.
+    fn permits(&self, devpath: &[u8], attribute: &[u8]) -> bool {
+        if self.env.is_none() {
+            return true;
+        }
+        let key = [&b"ID_NET_NAME_ALLOW_"[..], &attribute.to_ascii_uppercase()].concat();
+        self.property(devpath, &key)
+            .or_else(|| self.property(devpath, b"ID_NET_NAME_ALLOW"))
+            .is_none_or(|v| uevd_link_config::words::parse_boolean(&v) == Some(true))
+    }
+
+    /// The attribute, unless it is missing or denied.
+    fn attr(&self, dev: &Device, name: &str) -> Option<Vec<u8>> {
+        if !self.permits(dev.devpath(), name.as_bytes()) {
+            return None;
+        }
+        attr(dev, name)
+    }
+}
+
+/// An interface's port number, unless it may not be read; None when it
+/// is missing (udev 252 takes that as port 0).
+fn dev_port(allow: &Allow<'_>, dev: &Device) -> Result<Option<u64>, ()> {
+    if !allow.permits(dev.devpath(), b"dev_port") {
+        return Err(());
+    }
+    Ok(attr(dev, "dev_port").map(|v| atollu(&v, 10).unwrap_or(0)))
 }
 
 /// What names are made of, read from the interface itself.
@@ -215,14 +274,16 @@ struct Link {
     mac: Option<[u8; 6]>,
 }
 
-fn link_info(dev: &Device) -> Result<Link, Failure> {
+fn link_info(allow: &Allow<'_>, dev: &Device) -> Result<Link, Failure> {
     let Some(ifindex) = dev.ifindex() else {
         return Err(Failure::NotApplicable(
             "not a network interface (no IFINDEX)".into(),
         ));
     };
     let int = |name: &str| {
-        let v = attr(dev, name).ok_or_else(|| Failure::Error(format!("no '{name}' attribute")))?;
+        let v = allow
+            .attr(dev, name)
+            .ok_or_else(|| Failure::Error(format!("no '{name}' attribute")))?;
         atoi(&v).ok_or_else(|| {
             Failure::Error(format!(
                 "bad '{name}' attribute '{}'",
@@ -232,9 +293,10 @@ fn link_info(dev: &Device) -> Result<Link, Failure> {
     };
     let iflink = int("iflink")?;
     let iftype = int("type")?;
-    let phys_port_name = attr(dev, "phys_port_name")
+    let phys_port_name = allow
+        .attr(dev, "phys_port_name")
         .filter(|n| !n.is_empty() && utf8_is_valid(n) && !has_control(n));
-    let mac = attr(dev, "address").and_then(|a| parse_hw_addr(&a));
+    let mac = allow.attr(dev, "address").and_then(|a| parse_hw_addr(&a));
     Ok(Link {
         ifindex: ifindex as i32,
         iflink,
@@ -328,14 +390,20 @@ fn representor(phys_port_name: &[u8]) -> Option<i32> {
     }
 }
 
-fn dev_port(dev: &Device) -> Option<u64> {
-    attr(dev, "dev_port").map(|v| atollu(&v, 10).unwrap_or(0))
-}
-
 /// Firmware's index for an onboard device (ACPI `_DSM`, else SMBIOS type
 /// 41), and its label.
-fn pci_onboard(dev: &Device, pci: &Device, link: &Link, scheme: &Scheme, names: &mut PciNames) {
-    let Some(index) = attr(pci, "acpi_index").or_else(|| attr(pci, "index")) else {
+fn pci_onboard(
+    allow: &Allow<'_>,
+    dev: &Device,
+    pci: &Device,
+    link: &Link,
+    scheme: &Scheme,
+    names: &mut PciNames,
+) {
+    let Some(index) = allow
+        .attr(pci, "acpi_index")
+        .or_else(|| allow.attr(pci, "index"))
+    else {
         return;
     };
     let Some(index) = atollu(&index, 0) else {
@@ -353,12 +421,19 @@ fn pci_onboard(dev: &Device, pci: &Device, link: &Link, scheme: &Scheme, names: 
     if index > max {
         return;
     }
-    let dev_port = dev_port(dev).unwrap_or(0);
+    // A port number that may not be read leaves no port to name, unless
+    // the port has a name (systemd 256).
+    let dev_port = match dev_port(allow, dev) {
+        Err(()) if link.phys_port_name.is_none() => return,
+        port => port.ok().flatten().unwrap_or(0),
+    };
     let mut b = Bounded::new(ALTIFNAMSIZ);
     b.push(format!("o{index}"));
     push_port(&mut b, link, dev_port, scheme);
     names.onboard = b.whole().filter(|n| !n.is_empty());
-    names.label = attr(pci, "label").filter(|l| utf8_is_valid(l) && !has_control(l));
+    names.label = allow
+        .attr(pci, "label")
+        .filter(|l| utf8_is_valid(l) && !has_control(l));
 }
 
 /// The multi-function bit of the PCI header type, from config space.
@@ -371,8 +446,8 @@ fn pci_multifunction(pci: &Device) -> bool {
     read.is_ok() && config.len() == PCI_HEADER_TYPE + 1 && config[PCI_HEADER_TYPE] & 0x80 != 0
 }
 
-fn pci_bridge(pci: &Device) -> bool {
-    let Some(modalias) = attr(pci, "modalias") else {
+fn pci_bridge(allow: &Allow<'_>, pci: &Device) -> bool {
+    let Some(modalias) = allow.attr(pci, "modalias") else {
         return false;
     };
     if !modalias.starts_with(b"pci:") {
@@ -396,11 +471,16 @@ fn slots_dir(dev: &Device) -> Option<PathBuf> {
 
 /// On s390 a function's `function_id` names its slot directly. Some(Ok)
 /// gives the slot, Some(Err) means no slot name at all.
-fn slot_from_function_id(pci: &Device, slots: &Path, scheme: &Scheme) -> Option<Result<u32, ()>> {
+fn slot_from_function_id(
+    allow: &Allow<'_>,
+    pci: &Device,
+    slots: &Path,
+    scheme: &Scheme,
+) -> Option<Result<u32, ()>> {
     if !scheme.has(flag::SLOT_FUNCTION_ID) {
         return None;
     }
-    let id = attr(pci, "function_id")?;
+    let id = allow.attr(pci, "function_id")?;
     let Some(id) = atollu(&id, 0) else {
         return Some(Err(()));
     };
@@ -414,7 +494,14 @@ fn slot_from_function_id(pci: &Device, slots: &Path, scheme: &Scheme) -> Option<
 }
 
 /// Path and slot names from the PCI address and hotplug slots.
-fn pci_slot(dev: &Device, pci: &Rc<Device>, link: &Link, scheme: &Scheme, names: &mut PciNames) {
+fn pci_slot(
+    allow: &Allow<'_>,
+    dev: &Device,
+    pci: &Rc<Device>,
+    link: &Link,
+    scheme: &Scheme,
+    names: &mut PciNames,
+) {
     let addr = sscanf(&sysname(pci), "%x:%x:%x.%u");
     if addr.len() != 4 {
         return;
@@ -422,15 +509,19 @@ fn pci_slot(dev: &Device, pci: &Rc<Device>, link: &Link, scheme: &Scheme, names:
     let (mut domain, bus, slot) = (addr[0].uint(), addr[1].uint(), addr[2].uint());
     let mut func = addr[3].uint();
     // With ARI, slot and function form one 8-bit function number.
-    if scheme.has(flag::NPAR_ARI) && attr(pci, "ari_enabled").as_deref() == Some(b"1") {
+    if scheme.has(flag::NPAR_ARI) && allow.attr(pci, "ari_enabled").as_deref() == Some(b"1") {
         func = func.wrapping_add(slot.wrapping_mul(8));
     }
     let mut port = 0;
-    if let Some(p) = dev_port(dev) {
+    let read_port = match dev_port(allow, dev) {
+        Err(()) if link.phys_port_name.is_none() => return,
+        port => port.ok().flatten(),
+    };
+    if let Some(p) = read_port {
         port = p;
         // Old kernels put an InfiniBand port number in dev_id instead.
         if port == 0 && link.iftype == ARPHRD_INFINIBAND {
-            if let Some(id) = attr(dev, "dev_id") {
+            if let Some(id) = allow.attr(dev, "dev_id") {
                 port = atollu(&id, 10).unwrap_or(0);
             }
         }
@@ -453,9 +544,9 @@ fn pci_slot(dev: &Device, pci: &Rc<Device>, link: &Link, scheme: &Scheme, names:
     };
     names.path = name(domain, format!("p{bus}s{slot}"));
 
-    let hotplug_slot = match slot_from_firmware_node(pci, scheme, &multifunction) {
+    let hotplug_slot = match slot_from_firmware_node(allow, pci, scheme, &multifunction) {
         Some(sun) => sun,
-        None => match hotplug_slot(pci, scheme, &multifunction, &mut domain) {
+        None => match hotplug_slot(allow, pci, scheme, &multifunction, &mut domain) {
             Some(n) => n,
             None => return,
         },
@@ -470,6 +561,7 @@ fn pci_slot(dev: &Device, pci: &Rc<Device>, link: &Link, scheme: &Scheme, names:
 /// single-function device, since every device behind the bridge would
 /// claim it.
 fn slot_from_firmware_node(
+    allow: &Allow<'_>,
     pci: &Rc<Device>,
     scheme: &Scheme,
     multifunction: &dyn Fn() -> bool,
@@ -478,7 +570,8 @@ fn slot_from_firmware_node(
         return None;
     }
     let sun = |d: &Device| {
-        attr(d, "firmware_node/sun")
+        allow
+            .attr(d, "firmware_node/sun")
             .and_then(|v| atou(&v, 0))
             .filter(|&n| n > 0)
     };
@@ -486,7 +579,7 @@ fn slot_from_firmware_node(
         return Some(n);
     }
     let parent = pci.parent_with_subsystem(b"pci", None)?;
-    if pci_bridge(&parent) && !multifunction() {
+    if pci_bridge(allow, &parent) && !multifunction() {
         return None;
     }
     sun(&parent)
@@ -496,6 +589,7 @@ fn slot_from_firmware_node(
 /// PCI parents sits in: Some(0) for none, None when no slot name may be
 /// given at all.
 fn hotplug_slot(
+    allow: &Allow<'_>,
     pci: &Rc<Device>,
     scheme: &Scheme,
     multifunction: &dyn Fn() -> bool,
@@ -503,6 +597,12 @@ fn hotplug_slot(
 ) -> Option<u32> {
     // ACPI _SUN: the slot number firmware gives a hotplug slot.
     let slots = slots_dir(pci)?;
+    // The bus's devpath (`/bus/pci`), whose record may deny its slots.
+    let bus: Vec<u8> = slots
+        .parent()
+        .and_then(|p| p.strip_prefix(pci.sysfs().root()).ok())
+        .map(|r| [&b"/"[..], r.as_os_str().as_bytes()].concat())
+        .unwrap_or_default();
     let entries: Vec<_> = std::fs::read_dir(&slots)
         .ok()?
         .flatten()
@@ -511,7 +611,7 @@ fn hotplug_slot(
     let mut hotplug_slot = 0u32;
     let mut at = Some(pci.clone());
     while let Some(slot_dev) = at {
-        match slot_from_function_id(&slot_dev, &slots, scheme) {
+        match slot_from_function_id(allow, &slot_dev, &slots, scheme) {
             Some(Err(())) => return None,
             Some(Ok(id)) => {
                 hotplug_slot = id;
@@ -527,7 +627,11 @@ fn hotplug_slot(
                 continue;
             };
             let rel = Path::new(entry).join("address");
-            let Some(address) = read_sysattr(&slots.join(&rel), rel.as_os_str().as_bytes()) else {
+            let rel_name = rel.as_os_str().as_bytes();
+            if !allow.permits(&bus, &[&b"slots/"[..], rel_name].concat()) {
+                continue;
+            }
+            let Some(address) = read_sysattr(&slots.join(&rel), rel_name) else {
                 continue;
             };
             // The slot address is the device's without the function.
@@ -537,7 +641,7 @@ fn hotplug_slot(
             hotplug_slot = n;
             // A bridge's slot would be claimed by every device behind it.
             if scheme.has(flag::BRIDGE_NO_SLOT)
-                && pci_bridge(&slot_dev)
+                && pci_bridge(allow, &slot_dev)
                 && (!scheme.has(flag::BRIDGE_MULTIFUNCTION_SLOT) || !multifunction())
             {
                 return None;
@@ -578,7 +682,12 @@ fn virtfn(pci: &Device) -> Option<(Rc<Device>, Vec<u8>)> {
 
 /// The PCI function of an interface and whether it is the interface's
 /// direct parent (a plain PCI NIC, not one behind USB or BCMA).
-fn pci_names(dev: &Rc<Device>, link: &Link, scheme: &Scheme) -> Option<(bool, PciNames)> {
+fn pci_names(
+    allow: &Allow<'_>,
+    dev: &Rc<Device>,
+    link: &Link,
+    scheme: &Scheme,
+) -> Option<(bool, PciNames)> {
     let parent = skip_virtio(dev.parent()?)?;
     let (direct, pci) = if subsystem_is(&parent, "pci") {
         (true, parent)
@@ -589,8 +698,8 @@ fn pci_names(dev: &Rc<Device>, link: &Link, scheme: &Scheme) -> Option<(bool, Pc
     match scheme.has(flag::SR_IOV_V).then(|| virtfn(&pci)).flatten() {
         Some((physfn, suffix)) => {
             let mut vf = PciNames::default();
-            pci_onboard(dev, &physfn, link, scheme, &mut vf);
-            pci_slot(dev, &physfn, link, scheme, &mut vf);
+            pci_onboard(allow, dev, &physfn, link, scheme, &mut vf);
+            pci_slot(allow, dev, &physfn, link, scheme, &mut vf);
             let with_suffix = |n: Option<Vec<u8>>| {
                 n.filter(|n| n.len() + suffix.len() < ALTIFNAMSIZ)
                     .map(|n| [&n[..], &suffix[..]].concat())
@@ -600,8 +709,8 @@ fn pci_names(dev: &Rc<Device>, link: &Link, scheme: &Scheme) -> Option<(bool, Pc
             names.slot = with_suffix(vf.slot);
         }
         None => {
-            pci_onboard(dev, &pci, link, scheme, &mut names);
-            pci_slot(dev, &pci, link, scheme, &mut names);
+            pci_onboard(allow, dev, &pci, link, scheme, &mut names);
+            pci_slot(allow, dev, &pci, link, scheme, &mut names);
         }
     }
     Some((direct, names))
@@ -844,9 +953,10 @@ fn named(prefix: &[u8], parts: &[&[u8]]) -> Option<Vec<u8>> {
 pub(crate) fn run_with(
     dev: &Rc<Device>,
     scheme: &Scheme,
+    allow: &Allow<'_>,
     out: &mut Properties,
 ) -> Result<(), Failure> {
-    let link = link_info(dev)?;
+    let link = link_info(allow, dev)?;
     // Stacked devices (VLANs, veth peers, ...) get their names elsewhere.
     if link.ifindex != link.iflink {
         return Ok(());
@@ -869,7 +979,10 @@ pub(crate) fn run_with(
     // long for an interface name.
     if link.iftype != ARPHRD_INFINIBAND {
         if let Some(mac) = link.mac {
-            let permanent = attr(dev, "addr_assign_type").and_then(|t| atou(&t, 0)) == Some(0);
+            let permanent = allow
+                .attr(dev, "addr_assign_type")
+                .and_then(|t| atou(&t, 0))
+                == Some(0);
             if permanent {
                 let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
                 set(
@@ -919,7 +1032,7 @@ pub(crate) fn run_with(
         }
     }
 
-    let Some((direct, pci)) = pci_names(dev, &link, scheme) else {
+    let Some((direct, pci)) = pci_names(allow, dev, &link, scheme) else {
         // A USB host controller that is not on PCI (a system on a chip's).
         if scheme.has(flag::USB_HOST) {
             if let Some(name) = usb_ports(dev).and_then(|u| named(prefix, &[&u])) {

@@ -188,6 +188,11 @@ struct BuiltinEnv<'a> {
     props: &'a Props,
     previous: Option<&'a Record>,
     dev_root: &'a [u8],
+    /// For other devices' records: the event's device (its sysfs), the
+    /// store, and the records this event has looked up already.
+    dev: &'a Rc<Device>,
+    store: &'a dyn Store,
+    records: &'a RefCell<HashMap<Vec<u8>, Option<Record>>>,
 }
 
 impl uevd_builtins::Env for BuiltinEnv<'_> {
@@ -206,6 +211,24 @@ impl uevd_builtins::Env for BuiltinEnv<'_> {
             .iter()
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_slice())
+    }
+
+    fn record_property(&self, devpath: &[u8], key: &[u8]) -> Option<Vec<u8>> {
+        if devpath == self.dev.devpath() {
+            return self.stored_property(key).map(<[u8]>::to_vec);
+        }
+        let mut records = self.records.borrow_mut();
+        let record = records.entry(devpath.to_vec()).or_insert_with(|| {
+            Device::from_devpath(self.dev.sysfs(), devpath)
+                .ok()
+                .and_then(|d| self.store.record(&d))
+        });
+        let record = record.as_ref()?;
+        record
+            .properties
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
     }
 }
 
@@ -1387,6 +1410,9 @@ impl<'a> State<'a> {
                     props: &self.props,
                     previous: self.previous,
                     dev_root: &self.rules.dev_root,
+                    dev: self.dev,
+                    store: self.store,
+                    records: &self.parent_records,
                 },
                 test: self.test,
             },

@@ -20,6 +20,13 @@ pub trait Env {
         None
     }
 
+    /// A property of another device's database record (a parent's, by
+    /// devpath), as the builtins of systemd 256 and later look some up;
+    /// none by default.
+    fn record_property(&self, _devpath: &[u8], _key: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+
     /// The directory device nodes are in (`DEVNAME` is relative to it):
     /// `/dev` unless the manager was told another.
     fn dev_root(&self) -> &[u8] {
