@@ -412,6 +412,85 @@ fn imports() {
     assert_eq!(prop(&o, "IMPORTED"), Some("1"));
 }
 
+/// net_id's ID_NET_NAME_ALLOW_*: the interface's from what the rules set
+/// before it, its PCI function's from the function's database record.
+#[test]
+fn builtins_read_a_parents_record_through_the_store() {
+    const PCI: &str = "/devices/pci0000:00/0000:00:19.0";
+    const NIC: &str = "/devices/pci0000:00/0000:00:19.0/net/eth0";
+    let t = Tree::new();
+    t.add(
+        PCI,
+        "pci",
+        "PCI_ID=8086:1502\n",
+        None,
+        &[("acpi_index", "1\n")],
+    );
+    t.add(
+        NIC,
+        "net",
+        "INTERFACE=eth0\nIFINDEX=2\n",
+        None,
+        &[
+            ("iflink", "2\n"),
+            ("type", "1\n"),
+            ("address", "3c:97:0e:aa:bb:cc\n"),
+            ("addr_assign_type", "0\n"),
+            ("dev_port", "0\n"),
+        ],
+    );
+    struct PciRecord(&'static [(&'static str, &'static str)]);
+    impl Store for PciRecord {
+        fn record(&self, device: &Device) -> Option<Record> {
+            (device.devpath() == PCI.as_bytes()).then(|| Record {
+                properties: self
+                    .0
+                    .iter()
+                    .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+                    .collect(),
+                ..Record::default()
+            })
+        }
+    }
+    let (rules, _) = Rules::from_text(
+        "t.rules",
+        b"SUBSYSTEM==\"net\", IMPORT{builtin}=\"net_id\"\n",
+        &t.config(),
+    );
+    let run = |rules: &Rules, store: &dyn Store| {
+        rules.apply(
+            Event {
+                device: t.device(NIC, Action::Add),
+                previous: None,
+                test: true,
+                trace: false,
+            },
+            store,
+        )
+    };
+    let o = run(&rules, &PciRecord(&[]));
+    assert_eq!(prop(&o, "ID_NET_NAME_ONBOARD"), Some("eno1"));
+    assert_eq!(prop(&o, "ID_NET_NAME_MAC"), Some("enx3c970eaabbcc"));
+    let o = run(
+        &rules,
+        &PciRecord(&[
+            ("ID_NET_NAME_ALLOW_ACPI_INDEX", "0"),
+            ("ID_NET_NAME_ALLOW_INDEX", "0"),
+        ]),
+    );
+    assert_eq!(prop(&o, "ID_NET_NAME_ONBOARD"), None);
+    assert_eq!(prop(&o, "ID_NET_NAME_PATH"), Some("enp0s25"));
+    // What the rules set before the builtin is the interface's own.
+    let (rules, _) = Rules::from_text(
+        "t.rules",
+        b"ENV{ID_NET_NAME_ALLOW_ADDRESS}=\"0\"\nSUBSYSTEM==\"net\", IMPORT{builtin}=\"net_id\"\n",
+        &t.config(),
+    );
+    let o = run(&rules, &PciRecord(&[]));
+    assert_eq!(prop(&o, "ID_NET_NAME_MAC"), None);
+    assert_eq!(prop(&o, "ID_NET_NAME_ONBOARD"), Some("eno1"));
+}
+
 #[test]
 fn assignments_and_operators() {
     let t = Tree::disk();

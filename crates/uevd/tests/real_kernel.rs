@@ -1852,6 +1852,16 @@ fn exit_mid_coldplug_saves_the_queue_and_the_next_daemon_restores_it() {
         .start_uevd(uevd(), &["--coldplug", "--workers", "2"])
         .unwrap();
     wait_processed(&lab, 40);
+    // Interfaces come late in the walk: stopped before any is processed,
+    // the daemon would save them all and the next one restore them all.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while net_ids(&lab).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no interface processed"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     third.signal(rustix::process::Signal::TERM).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while lab.run().join("uevd/control").exists() {
