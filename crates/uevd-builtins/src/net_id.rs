@@ -200,7 +200,7 @@ impl Builtin for NetId {
 
     fn run(&self, call: &Call<'_>, out: &mut Properties) -> Result<(), Failure> {
         let allow = Allow {
-            env: Some(call.env),
+            env: call.env,
             event: call.device.devpath(),
         };
         run_with(call.device, scheme(), &allow, out)
@@ -215,29 +215,24 @@ impl Builtin for NetId {
 /// before net_id by newer rules); a PCI function's or the PCI bus's from
 /// its database record. A value that is no boolean denies, as a failed
 /// read does. Stock udev 252 rules set none, so nothing changes there.
-pub(crate) struct Allow<'a> {
-    /// None: every attribute may be read.
-    pub(crate) env: Option<&'a dyn crate::Env>,
+struct Allow<'a> {
+    env: &'a dyn crate::Env,
     /// The interface the event is for.
-    pub(crate) event: &'a [u8],
+    event: &'a [u8],
 }
 
 impl Allow<'_> {
     fn property(&self, devpath: &[u8], key: &[u8]) -> Option<Vec<u8>> {
-        let env = self.env?;
         if devpath == self.event {
-            env.property(key).map(<[u8]>::to_vec)
+            self.env.property(key).map(<[u8]>::to_vec)
         } else {
-            env.record_property(devpath, key)
+            self.env.record_property(devpath, key)
         }
     }
 
     /// Whether names may be made of the attribute of the device at
     /// `devpath`.
     fn permits(&self, devpath: &[u8], attribute: &[u8]) -> bool {
-        if self.env.is_none() {
-            return true;
-        }
         let key = [&b"ID_NET_NAME_ALLOW_"[..], &attribute.to_ascii_uppercase()].concat();
         self.property(devpath, &key)
             .or_else(|| self.property(devpath, b"ID_NET_NAME_ALLOW"))
@@ -253,11 +248,17 @@ impl Allow<'_> {
     }
 }
 
-/// An interface's port number, unless it may not be read; None when it
-/// is missing (udev 252 takes that as port 0).
-fn dev_port(allow: &Allow<'_>, dev: &Device) -> Result<Option<u64>, ()> {
+/// An interface's port number; None when it is missing (udev 252 takes
+/// that as port 0). Err when it may not be read and the port has no name
+/// to stand for it: then no PCI name has a port part, and none is given
+/// (systemd 256).
+fn dev_port(allow: &Allow<'_>, dev: &Device, link: &Link) -> Result<Option<u64>, ()> {
     if !allow.permits(dev.devpath(), b"dev_port") {
-        return Err(());
+        return if link.phys_port_name.is_some() {
+            Ok(None)
+        } else {
+            Err(())
+        };
     }
     Ok(attr(dev, "dev_port").map(|v| atollu(&v, 10).unwrap_or(0)))
 }
@@ -421,12 +422,10 @@ fn pci_onboard(
     if index > max {
         return;
     }
-    // A port number that may not be read leaves no port to name, unless
-    // the port has a name (systemd 256).
-    let dev_port = match dev_port(allow, dev) {
-        Err(()) if link.phys_port_name.is_none() => return,
-        port => port.ok().flatten().unwrap_or(0),
+    let Ok(dev_port) = dev_port(allow, dev, link) else {
+        return;
     };
+    let dev_port = dev_port.unwrap_or(0);
     let mut b = Bounded::new(ALTIFNAMSIZ);
     b.push(format!("o{index}"));
     push_port(&mut b, link, dev_port, scheme);
@@ -513,9 +512,8 @@ fn pci_slot(
         func = func.wrapping_add(slot.wrapping_mul(8));
     }
     let mut port = 0;
-    let read_port = match dev_port(allow, dev) {
-        Err(()) if link.phys_port_name.is_none() => return,
-        port => port.ok().flatten(),
+    let Ok(read_port) = dev_port(allow, dev, link) else {
+        return;
     };
     if let Some(p) = read_port {
         port = p;
@@ -950,7 +948,7 @@ fn named(prefix: &[u8], parts: &[&[u8]]) -> Option<Vec<u8>> {
     fits(name, ALTIFNAMSIZ)
 }
 
-pub(crate) fn run_with(
+fn run_with(
     dev: &Rc<Device>,
     scheme: &Scheme,
     allow: &Allow<'_>,

@@ -219,9 +219,15 @@ impl uevd_builtins::Env for BuiltinEnv<'_> {
         }
         let mut records = self.records.borrow_mut();
         let record = records.entry(devpath.to_vec()).or_insert_with(|| {
-            Device::from_devpath(self.dev.sysfs(), devpath)
-                .ok()
-                .and_then(|d| self.store.record(&d))
+            // A parent is already known (and, in the daemon, remembered
+            // across events): only another device is read from sysfs.
+            let known = self.dev.ancestors().find(|d| d.devpath() == devpath);
+            match known {
+                Some(d) => self.store.record(&d),
+                None => Device::from_devpath(self.dev.sysfs(), devpath)
+                    .ok()
+                    .and_then(|d| self.store.record(&d)),
+            }
         });
         let record = record.as_ref()?;
         record
