@@ -53,6 +53,10 @@ struct Ring {
     bytes: usize,
     max_events: usize,
     max_bytes: usize,
+    /// Numbered announcements not sent yet, oldest first.
+    outbox: VecDeque<Arc<[u8]>>,
+    /// Whether a caller is sending the outbox now.
+    sending: bool,
 }
 
 /// The last announcements, numbered, for clients that fell behind.
@@ -76,6 +80,8 @@ impl Replay {
                 bytes: 0,
                 max_events,
                 max_bytes: max_events.saturating_mul(REPLAY_BYTES_PER_EVENT),
+                outbox: VecDeque::new(),
+                sending: false,
             }),
         }
     }
@@ -92,17 +98,37 @@ impl Replay {
         r.trim();
     }
 
-    /// Numbers an announcement, lets `send` send it with its number, and
-    /// keeps it; under one lock, so that numbers follow the sending order.
-    pub fn record(&self, send: impl FnOnce(u64) -> Vec<u8>) {
+    /// Numbers an announcement `encode` makes, keeps it, and has it sent
+    /// by `send`, in number order, with the lock not held across `send`:
+    /// a caller that finds another one sending leaves its announcement to
+    /// that one and goes on with its next event instead of waiting on a
+    /// worker the scheduler may have preempted mid-syscall. The sender
+    /// goes on until the outbox is empty, so every announcement is out
+    /// before the last caller among those that overlapped returns (the
+    /// queue is never idle with one unsent). `send` must not panic.
+    pub fn record(&self, encode: impl FnOnce(u64) -> Vec<u8>, send: impl Fn(&[u8])) {
         let mut r = self.lock();
         let seq = r.next;
         r.next += 1;
-        let msg = send(seq);
+        let msg: Arc<[u8]> = encode(seq).into();
         if r.max_events > 0 {
             r.bytes += msg.len();
-            r.messages.push_back(msg.into());
+            r.messages.push_back(msg.clone());
             r.trim();
+        }
+        r.outbox.push_back(msg);
+        if r.sending {
+            return;
+        }
+        r.sending = true;
+        loop {
+            let Some(msg) = r.outbox.pop_front() else {
+                r.sending = false;
+                return;
+            };
+            drop(r);
+            send(&msg);
+            r = self.lock();
         }
     }
 
@@ -159,17 +185,17 @@ pub fn announce(b: &Broadcaster, replay: &Replay, dev: &Device, all: &[(Vec<u8>,
                 .collect::<Vec<_>>()
         })
         .unwrap_or_default();
-    replay.record(|seq| {
-        props.extend_from_slice(format!("UEVD_SEQ={seq}\0").as_bytes());
-        let msg = monitor::encode(&props, ev.subsystem(), ev.devtype(), tags);
-        if let Err(e) = b.send(&msg) {
-            log::debug!(
-                "cannot announce {}: {e}",
-                dev.devpath_os().to_string_lossy()
-            );
-        }
-        msg
-    });
+    replay.record(
+        |seq| {
+            props.extend_from_slice(format!("UEVD_SEQ={seq}\0").as_bytes());
+            monitor::encode(&props, ev.subsystem(), ev.devtype(), tags)
+        },
+        |msg| {
+            if let Err(e) = b.send(msg) {
+                log::debug!("cannot send an announcement: {e}");
+            }
+        },
+    );
 }
 
 #[cfg(test)]
@@ -181,10 +207,13 @@ mod tests {
         let r = Replay::new(3);
         assert_eq!(r.since(0), (Vec::new(), 0, 0));
         for n in 1..=5u8 {
-            r.record(|seq| {
-                assert_eq!(seq, u64::from(n));
-                vec![n; 10]
-            });
+            r.record(
+                |seq| {
+                    assert_eq!(seq, u64::from(n));
+                    vec![n; 10]
+                },
+                |_| {},
+            );
         }
         let body = |v: Vec<Arc<[u8]>>| v.iter().map(|m| m[0]).collect::<Vec<_>>();
         let (msgs, gone, last) = r.since(0);
@@ -194,12 +223,49 @@ mod tests {
         assert_eq!(r.since(5).0.len(), 0);
         assert_eq!(r.since(u64::MAX), (Vec::new(), 0, 5));
         // Bounded in bytes too: 4 KiB per event on average.
-        r.record(|_| vec![6; 3 * REPLAY_BYTES_PER_EVENT]);
+        r.record(|_| vec![6; 3 * REPLAY_BYTES_PER_EVENT], |_| {});
         let (msgs, gone, last) = r.since(0);
         assert_eq!((body(msgs), gone, last), (vec![6], 5, 6));
         r.set_capacity(0);
-        r.record(|_| vec![7]);
+        r.record(|_| vec![7], |_| {});
         assert_eq!(r.since(6), (Vec::new(), 1, 7));
+    }
+
+    #[test]
+    fn announcements_go_out_in_number_order_without_the_lock_held() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let replay = Replay::new(16);
+        let sent = Mutex::new(Vec::new());
+        let senders = AtomicUsize::new(0);
+        let most_senders = AtomicUsize::new(0);
+        let (threads, each) = (4u64, 200u64);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    for _ in 0..each {
+                        replay.record(
+                            |seq| seq.to_le_bytes().to_vec(),
+                            |msg| {
+                                let now = senders.fetch_add(1, Ordering::SeqCst) + 1;
+                                most_senders.fetch_max(now, Ordering::SeqCst);
+                                // Would deadlock if the ring's lock were held here.
+                                let _ = replay.since(0);
+                                std::thread::yield_now();
+                                let seq = u64::from_le_bytes(msg.try_into().unwrap());
+                                sent.lock().unwrap().push(seq);
+                                senders.fetch_sub(1, Ordering::SeqCst);
+                            },
+                        );
+                    }
+                });
+            }
+        });
+        // Every announcement went out once, in number order, one at a time.
+        let sent = sent.into_inner().unwrap();
+        assert_eq!(sent, (1..=threads * each).collect::<Vec<_>>());
+        assert_eq!(most_senders.load(Ordering::SeqCst), 1);
+        let r = replay.lock();
+        assert!(r.outbox.is_empty() && !r.sending);
     }
 
     #[test]
