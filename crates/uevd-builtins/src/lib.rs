@@ -14,6 +14,7 @@ use std::rc::Rc;
 
 pub mod blkid;
 pub mod btrfs;
+pub mod factory_reset;
 pub mod hwdb;
 mod input_id;
 pub mod keyboard;
@@ -66,6 +67,7 @@ pub trait Builtin: Send + Sync {
 static BUILTINS: &[&dyn Builtin] = &[
     &blkid::Blkid,
     &btrfs::System,
+    &factory_reset::FactoryReset,
     &hwdb::Hwdb,
     &input_id::InputId,
     &keyboard::Keyboard,
@@ -161,6 +163,7 @@ mod tests {
             [
                 "blkid",
                 "btrfs",
+                "factory_reset",
                 "hwdb",
                 "input_id",
                 "keyboard",

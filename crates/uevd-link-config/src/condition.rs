@@ -204,6 +204,13 @@ fn kernel_command_line(p: &[u8], sys: &System<'_>) -> Option<bool> {
 /// The value of `key` on a kernel command line as `proc_cmdline_get_bool()`
 /// reads it: None when absent or unparsable, `-` and `_` alike in the key.
 pub fn cmdline_bool(line: &[u8], key: &[u8]) -> Option<bool> {
+    cmdline_get_bool(line, key).flatten()
+}
+
+/// [`cmdline_bool`] telling an absent key (None) from one whose value is
+/// no boolean (`Some(None)`), for callers that act on the difference.
+/// The key alone is true; the last value given counts.
+pub fn cmdline_get_bool(line: &[u8], key: &[u8]) -> Option<Option<bool>> {
     let flags = Extract {
         retain_escape: true,
         ..CMDLINE_WORDS
@@ -233,10 +240,10 @@ pub fn cmdline_bool(line: &[u8], key: &[u8]) -> Option<bool> {
     if !found {
         return None;
     }
-    match value {
+    Some(match value {
         Some(v) => parse_boolean(&v),
         None => Some(true),
-    }
+    })
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -581,6 +588,12 @@ mod tests {
         assert_eq!(cmdline_bool(b"net.ifnamesx=0", b"net.ifnames"), None);
         assert_eq!(cmdline_bool(b"net.ifnames=maybe", b"net.ifnames"), None);
         assert_eq!(cmdline_bool(b"", b"net.ifnames"), None);
+        // Absent and unparsable told apart.
+        assert_eq!(cmdline_get_bool(b"quiet", b"a.b"), None);
+        assert_eq!(cmdline_get_bool(b"a.b=maybe", b"a.b"), Some(None));
+        assert_eq!(cmdline_get_bool(b"a.b= quiet", b"a.b"), Some(None));
+        assert_eq!(cmdline_get_bool(b"a_b=Off", b"a.b"), None);
+        assert_eq!(cmdline_get_bool(b"a.b=Off", b"a.b"), Some(Some(false)));
     }
 
     #[test]

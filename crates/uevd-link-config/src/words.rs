@@ -350,18 +350,36 @@ pub fn env_assignment_valid(s: &[u8]) -> bool {
         && !s[eq + 1..].contains(&0)
 }
 
-/// `parse_boolean()`.
+/// `parse_boolean()`: the words in any case, the digits alone.
 pub fn parse_boolean(s: &[u8]) -> Option<bool> {
-    match s {
-        b"1" | b"yes" | b"y" | b"true" | b"t" | b"on" => Some(true),
-        b"0" | b"no" | b"n" | b"false" | b"f" | b"off" => Some(false),
-        _ => None,
+    const TRUE: &[&[u8]] = &[b"yes", b"y", b"true", b"t", b"on"];
+    const FALSE: &[&[u8]] = &[b"no", b"n", b"false", b"f", b"off"];
+    let is = |words: &[&[u8]]| words.iter().any(|w| w.eq_ignore_ascii_case(s));
+    if s == b"1" || is(TRUE) {
+        Some(true)
+    } else if s == b"0" || is(FALSE) {
+        Some(false)
+    } else {
+        None
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn booleans_in_any_case_as_systemd_reads_them() {
+        for t in ["1", "yes", "Y", "TRUE", "t", "On"] {
+            assert_eq!(parse_boolean(t.as_bytes()), Some(true), "{t}");
+        }
+        for f in ["0", "NO", "n", "False", "F", "oFF"] {
+            assert_eq!(parse_boolean(f.as_bytes()), Some(false), "{f}");
+        }
+        for bad in ["", "01", "yess", "2", " on"] {
+            assert_eq!(parse_boolean(bad.as_bytes()), None, "{bad}");
+        }
+    }
 
     fn split(s: &str, flags: Extract) -> (Vec<String>, bool) {
         let (w, ok) = words(s.as_bytes(), flags);

@@ -362,11 +362,13 @@ fn kernel_prefixes(t: &RawToken) -> Option<Vec<Vec<u8>>> {
         .collect()
 }
 
-/// Builtins udev 252 knows by name: a rule may call one uevd does not
-/// have yet without being an error.
+/// Builtins udev knows by name (252 and those added up to 260): a rule
+/// may call one uevd does not have without being an error; the call then
+/// fails, logged once.
 pub const UDEV_BUILTINS: &[&str] = &[
     "blkid",
     "btrfs",
+    "dissect_image",
     "factory_reset",
     "hwdb",
     "input_id",
@@ -376,6 +378,7 @@ pub const UDEV_BUILTINS: &[&str] = &[
     "net_id",
     "net_setup_link",
     "path_id",
+    "tpm2_id",
     "uaccess",
     "usb_id",
 ];

@@ -289,6 +289,7 @@ struct State<'a> {
 /// Builtins whose result for an event does not change when called again.
 const RUN_ONCE: &[&str] = &[
     "blkid",
+    "factory_reset",
     "input_id",
     "net_id",
     "net_setup_link",

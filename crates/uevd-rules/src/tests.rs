@@ -753,6 +753,35 @@ fn errors_are_reported_with_their_place_and_the_rest_works() {
 }
 
 #[test]
+fn newer_builtins_are_known_by_name_and_factory_reset_answers() {
+    // Lines of systemd 258's 90-image-dissect.rules and 260's tpm2 rules.
+    let text = concat!(
+        "KERNEL==\"sda\", IMPORT{builtin}=\"factory_reset status\", ENV{FR}=\"$env{ID_FACTORY_RESET}\"\n",
+        "KERNEL==\"sda\", IMPORT{builtin}=\"dissect_image probe\", ENV{DISSECTED}=\"1\"\n",
+        "KERNEL==\"sda\", IMPORT{builtin}!=\"tpm2_id identify\", ENV{NO_TPM2_ID}=\"1\"\n",
+        // Run once per event, as in systemd: the first call's result.
+        "KERNEL==\"sda\", IMPORT{builtin}=\"factory_reset\", ENV{AGAIN}=\"1\"\n",
+    );
+    let t = Tree::disk();
+    let (rules, diags) = Rules::from_text("90-image-dissect.rules", text.as_bytes(), &t.config());
+    assert!(diags.is_empty(), "{diags:?}");
+    let o = t.apply(&rules, SDA);
+    let want = uevd_builtins::factory_reset::mode(&uevd_builtins::factory_reset::Inputs::system())
+        .ok()
+        .map(|m| m.as_str());
+    assert_eq!(prop(&o, "ID_FACTORY_RESET"), want);
+    assert_eq!(prop(&o, "FR"), Some(want.unwrap_or("")));
+    // Builtins uevd does not have fail, and the rest of their line with them.
+    assert_eq!(prop(&o, "DISSECTED"), None);
+    assert_eq!(prop(&o, "NO_TPM2_ID"), Some("1"));
+    assert_eq!(prop(&o, "AGAIN"), Some("1"));
+    // factory_reset wants its verb.
+    let bare = "KERNEL==\"sda\", IMPORT{builtin}=\"factory_reset\", ENV{BARE}=\"1\"\n";
+    let (rules, _) = Rules::from_text("x.rules", bare.as_bytes(), &t.config());
+    assert_eq!(prop(&t.apply(&rules, SDA), "BARE"), None);
+}
+
+#[test]
 fn files_are_found_sorted_and_masked_as_udev_does() {
     let dir = tempfile::tempdir().unwrap();
     let etc = dir.path().join("etc/udev/rules.d");
