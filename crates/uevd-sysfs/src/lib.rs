@@ -139,13 +139,32 @@ impl Sysfs {
                     None => {}
                 }
             }
-            if !self.exists(dp) {
+            // Opening `uevent` is the test of a device, one call where a
+            // stat before it made two. An event that is made up rather than
+            // read (modules, buses, drivers) needs the test of its own.
+            let event = if kernel_event_subsystem(dp).is_some() && !self.exists(dp) {
+                None
+            } else {
+                match self.read_event(Action::Add, dp) {
+                    Ok(event) => Some(event),
+                    Err(ReadError::Io(e))
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                        ) =>
+                    {
+                        None
+                    }
+                    Err(_) => return None,
+                }
+            };
+            let Some(event) = event else {
                 if let Some(cache) = &self.parents {
                     cache.insert(dp, Known::NotADevice);
                 }
                 continue;
-            }
-            let core = Arc::new(Core::new(self.read_event(Action::Add, dp).ok()?));
+            };
+            let core = Arc::new(Core::new(event));
             if let Some(cache) = &self.parents {
                 cache.insert(dp, Known::Device(core.clone()));
             }
