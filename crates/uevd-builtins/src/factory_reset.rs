@@ -21,7 +21,7 @@ use crate::{set, Builtin, Call, Failure, Properties};
 use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
-use uevd_link_config::condition::cmdline_get_bool;
+use uevd_link_config::condition::{cmdline_get_bool, id128_from_string};
 use uevd_link_config::words::parse_boolean;
 
 /// The GUID systemd files its own EFI variables under.
@@ -170,7 +170,7 @@ impl Request {
             None => None,
             Some(s) => Some(s?),
         };
-        let boot_id = parse_id128(string("bootId")??.as_bytes())?;
+        let boot_id = id128_from_string(string("bootId")??.as_bytes())?;
         Some(Request {
             id,
             image_id,
@@ -179,30 +179,10 @@ impl Request {
     }
 }
 
-/// A 128-bit id written as 32 hex digits, or as a UUID with its dashes.
-fn parse_id128(s: &[u8]) -> Option<[u8; 16]> {
-    let digits: Vec<u8> = match s.len() {
-        32 => s.to_vec(),
-        36 if [8, 13, 18, 23].iter().all(|&i| s[i] == b'-') => {
-            s.iter().copied().filter(|&c| c != b'-').collect()
-        }
-        _ => return None,
-    };
-    if digits.len() != 32 || !digits.iter().all(u8::is_ascii_hexdigit) {
-        return None;
-    }
-    let mut id = [0u8; 16];
-    for (n, pair) in digits.chunks_exact(2).enumerate() {
-        let hex = std::str::from_utf8(pair).ok()?;
-        id[n] = u8::from_str_radix(hex, 16).ok()?;
-    }
-    Some(id)
-}
-
 fn boot_id(root: &Path) -> Result<[u8; 16], String> {
     let path = root.join("proc/sys/kernel/random/boot_id");
     let text = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    parse_id128(text.trim_ascii()).ok_or_else(|| format!("{}: not an id", path.display()))
+    id128_from_string(text.trim_ascii()).ok_or_else(|| format!("{}: not an id", path.display()))
 }
 
 pub struct FactoryReset;
@@ -378,18 +358,5 @@ mod tests {
         std::fs::create_dir_all(m.dir.path().join("usr/lib")).unwrap();
         std::fs::write(m.dir.path().join("usr/lib/os-release"), "ID=debian\n").unwrap();
         assert_eq!(m.mode(), Ok(Mode::On));
-    }
-
-    #[test]
-    fn ids_in_both_spellings() {
-        let want = [
-            0x53, 0xa9, 0x8d, 0x6c, 0x4b, 0xf2, 0x40, 0x7d, 0xb3, 0xc9, 0x7c, 0xdf, 0x9b, 0x84,
-            0x28, 0x2a,
-        ];
-        assert_eq!(parse_id128(BOOT.as_bytes()), Some(want));
-        assert_eq!(parse_id128(BOOT.replace('-', "").as_bytes()), Some(want));
-        assert_eq!(parse_id128(b"53a98d6c4-bf2-407d-b3c9-7cdf9b84282a"), None);
-        assert_eq!(parse_id128(b"53a98d6c-4bf2-407d-b3c9-7cdf9b84282g"), None);
-        assert_eq!(parse_id128(b"+3a98d6c4bf2407db3c97cdf9b84282a"), None);
     }
 }

@@ -1163,6 +1163,7 @@ fn link_files_set_and_import_udev_properties() {
         concat!(
             "[Match]\nOriginalName=*\n[Link]\nNamePolicy=path\n",
             "Property=ID_NET_MANAGED_BY=io.systemd.Network ID_NET_AUTO_LINK_LOCAL_ONLY=1\n",
+            "Property=ID_KERNEL=%v \"ID_LITERAL=100%%\" ID_UNKNOWN=%Z\n",
             "ImportProperty=ID_KEPT ID_ABSENT\n",
         ),
     );
@@ -1200,6 +1201,13 @@ fn link_files_set_and_import_udev_properties() {
         assert_eq!(get(&out, "ID_KEPT").as_deref(), Some("from-db"));
         assert_eq!(get(&out, "ID_ABSENT"), None);
         assert_eq!(get(&out, "ID_OTHER"), None);
+        // Specifiers, expanded from the running system when the file is read.
+        assert_eq!(
+            get(&out, "ID_KERNEL").as_deref(),
+            Some(String::from_utf8_lossy(uevd_host::kernel_release()).as_ref())
+        );
+        assert_eq!(get(&out, "ID_LITERAL").as_deref(), Some("100%"));
+        assert_eq!(get(&out, "ID_UNKNOWN"), None);
     }
 }
 

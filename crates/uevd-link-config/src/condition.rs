@@ -88,7 +88,7 @@ pub fn id128_from_string(s: &[u8]) -> Option<[u8; 16]> {
         }
         _ => return None,
     };
-    if hex.len() != 32 {
+    if hex.len() != 32 || !hex.iter().all(u8::is_ascii_hexdigit) {
         return None;
     }
     let mut id = [0u8; 16];
@@ -627,6 +627,8 @@ mod tests {
             None
         );
         assert_eq!(id128_from_string(b"host"), None);
+        // Hex digits only: no sign where a digit pair starts.
+        assert_eq!(id128_from_string(b"+123456789abcdef0123456789abcdef"), None);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! `;` comments, backslash continuation lines.
 
 use super::condition::{self, Condition, Kind, System};
+use super::specifier::Specifiers;
 use super::words::{
     env_assignment_valid, fnmatch, ifname_valid, parse_hw_addr, words, Extract, HwAddr,
 };
@@ -182,10 +183,10 @@ pub fn settable_property(key: &[u8]) -> bool {
         && !FIXED_PROPERTIES.iter().any(|f| f.as_bytes() == key)
 }
 
-/// The words of a `Property=`/`ImportProperty=` value, unquoted and
-/// unescaped as systemd extracts them; `%%` is a `%`, and a word with any
-/// other specifier is refused (uevd does not expand specifiers).
-fn property_words(value: &[u8], warn: &mut dyn FnMut(String)) -> Vec<Vec<u8>> {
+/// The words of a `Property=`/`ImportProperty=`/`UnsetProperty=` value,
+/// unquoted and unescaped as systemd extracts them, their specifiers
+/// expanded; a word whose specifiers cannot be is left out.
+fn property_words(value: &[u8], spec: &Specifiers, warn: &mut dyn FnMut(String)) -> Vec<Vec<u8>> {
     let flags = Extract {
         unquote: true,
         cunescape: true,
@@ -196,26 +197,15 @@ fn property_words(value: &[u8], warn: &mut dyn FnMut(String)) -> Vec<Vec<u8>> {
         warn(format!("invalid syntax, ignoring: {}", show(value)));
     }
     ws.into_iter()
-        .filter_map(|w| {
-            let mut out = Vec::with_capacity(w.len());
-            let mut i = 0;
-            while i < w.len() {
-                if w[i] == b'%' {
-                    if w.get(i + 1) == Some(&b'%') {
-                        out.push(b'%');
-                        i += 2;
-                        continue;
-                    }
-                    warn(format!(
-                        "specifiers are not expanded by uevd, ignoring: {}",
-                        show(&w)
-                    ));
-                    return None;
-                }
-                out.push(w[i]);
-                i += 1;
+        .filter_map(|w| match spec.expand(&w) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                warn(format!(
+                    "failed to resolve specifiers in {}, ignoring assignment: {e}",
+                    show(&w)
+                ));
+                None
             }
-            Some(out)
         })
         .collect()
 }
@@ -412,15 +402,19 @@ const LONG_LINE_MAX: usize = 1024 * 1024;
 
 /// Reads one file into `config`. Err means the whole `.link` file (with
 /// its drop-ins) is to be ignored, as systemd does for syntax errors.
-fn parse_file(path: &Path, config: &mut LinkConfig, notes: &mut Notes) -> Result<(), String> {
+fn parse_file(
+    path: &Path,
+    config: &mut LinkConfig,
+    spec: &Specifiers,
+    notes: &mut Notes,
+) -> Result<(), String> {
     let text = match uevd_glob::file::read_regular(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(format!("cannot read: {e}")),
     };
     let file = path.display().to_string();
-    let mut section: Option<Vec<u8>> = None;
-    let mut section_ignored = false;
+    let mut section = Section::default();
     let mut continuation: Option<Vec<u8>> = None;
     let mut bom_seen = false;
     let mut number = 0;
@@ -463,37 +457,29 @@ fn parse_file(path: &Path, config: &mut LinkConfig, notes: &mut Notes) -> Result
             continuation = Some(p);
             continue;
         }
-        parse_line(
-            &file,
-            number,
-            &p,
-            &mut section,
-            &mut section_ignored,
-            config,
-            notes,
-        )?;
+        parse_line(&file, number, &p, &mut section, config, spec, notes)?;
     }
     if let Some(p) = continuation {
-        parse_line(
-            &file,
-            number + 1,
-            &p,
-            &mut section,
-            &mut section_ignored,
-            config,
-            notes,
-        )?;
+        parse_line(&file, number + 1, &p, &mut section, config, spec, notes)?;
     }
     Ok(())
+}
+
+/// The section the lines being read are in.
+#[derive(Default)]
+struct Section {
+    name: Option<Vec<u8>>,
+    /// An unknown section's lines are skipped without a warning each.
+    ignored: bool,
 }
 
 fn parse_line(
     file: &str,
     line: usize,
     l: &[u8],
-    section: &mut Option<Vec<u8>>,
-    section_ignored: &mut bool,
+    section: &mut Section,
     config: &mut LinkConfig,
+    spec: &Specifiers,
     notes: &mut Notes,
 ) -> Result<(), String> {
     let l = strip(l);
@@ -521,8 +507,8 @@ fn parse_line(
             ));
         }
         if SECTIONS.contains(&n) {
-            *section = Some(n.to_vec());
-            *section_ignored = false;
+            section.name = Some(n.to_vec());
+            section.ignored = false;
         } else {
             if !n.starts_with(b"X-") {
                 notes.warn(format!(
@@ -530,13 +516,13 @@ fn parse_line(
                     show(n)
                 ));
             }
-            *section = None;
-            *section_ignored = true;
+            section.name = None;
+            section.ignored = true;
         }
         return Ok(());
     }
-    let Some(sect) = section.as_deref() else {
-        if !*section_ignored {
+    let Some(sect) = section.name.as_deref() else {
+        if !section.ignored {
             notes.warn(format!(
                 "{file}:{line}: assignment outside of section, ignoring"
             ));
@@ -556,7 +542,7 @@ fn parse_line(
     let key = strip(&l[..eq]);
     let value = strip(&l[eq + 1..]);
     let mut warn = |what: String| notes.warn(format!("{file}:{line}: {what}"));
-    assign(sect, key, value, config, &mut warn);
+    assign(sect, key, value, config, spec, &mut warn);
     Ok(())
 }
 
@@ -656,6 +642,7 @@ fn assign(
     key: &[u8],
     value: &[u8],
     c: &mut LinkConfig,
+    spec: &Specifiers,
     warn: &mut dyn FnMut(String),
 ) {
     let strv = |list: &mut Vec<Vec<u8>>,
@@ -792,7 +779,7 @@ fn assign(
                 c.properties.clear();
                 return;
             }
-            for w in property_words(value, warn) {
+            for w in property_words(value, spec, warn) {
                 let Some(eq) = w.iter().position(|&b| b == b'=') else {
                     warn(format!("invalid udev property, ignoring: {}", show(&w)));
                     continue;
@@ -817,7 +804,7 @@ fn assign(
                 names.clear();
                 return;
             }
-            for w in property_words(value, warn) {
+            for w in property_words(value, spec, warn) {
                 if !settable_property(&w) {
                     warn(format!(
                         "invalid udev property name, ignoring: {}",
@@ -871,6 +858,7 @@ pub fn stamp(dirs: &[PathBuf]) -> Stamp {
 
 /// Every usable `.link` file in `dirs`, in the order they are tried.
 pub fn load(dirs: &[PathBuf], sys: &System<'_>, notes: &mut Notes) -> Vec<LinkConfig> {
+    let specifiers = Specifiers::system(sys.machine_id);
     let mut configs = Vec::new();
     for file in conf_files(dirs, ".link") {
         let shown = file.display().to_string();
@@ -893,7 +881,7 @@ pub fn load(dirs: &[PathBuf], sys: &System<'_>, notes: &mut Notes) -> Vec<LinkCo
         let extra = dropins(dirs, &file);
         let failed = std::iter::once(&file)
             .chain(&extra)
-            .find_map(|part| parse_file(part, &mut config, notes).err());
+            .find_map(|part| parse_file(part, &mut config, &specifiers, notes).err());
         config.dropins = extra;
         if let Some(e) = failed {
             notes.warn(format!("{shown}: {e}, ignoring file"));
@@ -1074,16 +1062,28 @@ mod tests {
         std::fs::write(&path, text).unwrap();
         let mut c = LinkConfig::new(path.clone());
         let mut notes = Notes::new();
-        let r = parse_file(&path, &mut c, &mut notes).map(|()| c);
+        let r = parse_file(&path, &mut c, &scratch_system(dir.path()), &mut notes).map(|()| c);
         (r, notes)
+    }
+
+    /// A system named `lab-host`, running Debian, for specifiers.
+    fn scratch_system(root: &Path) -> Specifiers {
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::write(root.join("etc/os-release"), "ID=debian\n").unwrap();
+        let uname = uevd_host::Uname {
+            nodename: b"lab-host".to_vec(),
+            release: b"6.1.0".to_vec(),
+            machine: b"x86_64".to_vec(),
+        };
+        Specifiers::new(root, &root.join("etc/machine-id"), uname, Vec::new())
     }
 
     #[test]
     fn udev_properties_set_and_imported() {
         let (c, notes) = parse(
             "[Link]\nProperty=ID_NET_MANAGED_BY=io.systemd.Network \"A_B=x y\" BAD BAD-NAME=1\n\
-             Property=ID_NET_AUTO_LINK_LOCAL_ONLY=1 A_B=z DEVNAME=x P=100%% Q=%H\n\
-             ImportProperty=ID_X ID_X IFINDEX 9Z\nUnsetProperty=ID_Y DEVPATH ID_Z\n",
+             Property=ID_NET_AUTO_LINK_LOCAL_ONLY=1 A_B=z DEVNAME=x P=100%% Q=%H R=%Z S=%m\n\
+             ImportProperty=ID_X ID_X IFINDEX 9Z ID_%o\nUnsetProperty=ID_Y DEVPATH ID_Z\n",
         );
         let c = c.unwrap();
         let props: Vec<(String, String)> = c
@@ -1098,9 +1098,13 @@ mod tests {
                 ("ID_NET_AUTO_LINK_LOCAL_ONLY".into(), "1".into()),
                 ("A_B".into(), "z".into()),
                 ("P".into(), "100%".into()),
+                ("Q".into(), "lab-host".into()),
             ]
         );
-        assert_eq!(c.import_properties, vec![b"ID_X".to_vec()]);
+        assert_eq!(
+            c.import_properties,
+            vec![b"ID_X".to_vec(), b"ID_debian".to_vec()]
+        );
         assert_eq!(c.unset_properties, vec![b"ID_Y".to_vec(), b"ID_Z".to_vec()]);
         assert!(c.unapplied.is_empty());
         let text = format!("{:?}", notes.0);
@@ -1108,7 +1112,8 @@ mod tests {
             "BAD",
             "BAD-NAME=1",
             "DEVNAME=x",
-            "Q=%H",
+            "unknown specifier %Z",
+            "S=%m, ignoring assignment: %m: no machine id",
             "IFINDEX",
             "9Z",
             "DEVPATH",
@@ -1167,7 +1172,8 @@ mod tests {
         let path = dir.path().join("b.link");
         std::fs::write(&path, bad).unwrap();
         let mut c = LinkConfig::new(path.clone());
-        assert!(parse_file(&path, &mut c, &mut Notes::new()).is_err());
+        let spec = scratch_system(dir.path());
+        assert!(parse_file(&path, &mut c, &spec, &mut Notes::new()).is_err());
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod condition;
 pub mod config;
 pub mod kernel;
 pub mod mac;
+pub mod specifier;
 pub mod words;
 
 use uevd_text::{scan, text, Env};
