@@ -217,8 +217,7 @@ impl uevd_builtins::Env for BuiltinEnv<'_> {
         if devpath == self.dev.devpath() {
             return self.stored_property(key).map(<[u8]>::to_vec);
         }
-        let mut records = self.records.borrow_mut();
-        let record = records.entry(devpath.to_vec()).or_insert_with(|| {
+        let read = || {
             // A parent is already known (and, in the daemon, remembered
             // across events): only another device is read from sysfs.
             let known = self.dev.ancestors().find(|d| d.devpath() == devpath);
@@ -228,14 +227,31 @@ impl uevd_builtins::Env for BuiltinEnv<'_> {
                     .ok()
                     .and_then(|d| self.store.record(&d)),
             }
-        });
-        let record = record.as_ref()?;
-        record
-            .properties
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.clone())
+        };
+        with_record(self.records, devpath, read, |record| {
+            record
+                .properties
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone())
+        })
     }
+}
+
+/// What `f` takes from another device's record, the record read from the
+/// store at most once per event.
+fn with_record<T>(
+    records: &RefCell<HashMap<Vec<u8>, Option<Record>>>,
+    devpath: &[u8],
+    read: impl FnOnce() -> Option<Record>,
+    f: impl FnOnce(&Record) -> Option<T>,
+) -> Option<T> {
+    let mut records = records.borrow_mut();
+    records
+        .entry(devpath.to_vec())
+        .or_insert_with(read)
+        .as_ref()
+        .and_then(f)
 }
 
 struct State<'a> {
@@ -661,11 +677,12 @@ impl<'a> State<'a> {
         if dev.devpath() == self.dev.devpath() {
             return self.previous.cloned();
         }
-        let mut cache = self.parent_records.borrow_mut();
-        cache
-            .entry(dev.devpath().to_vec())
-            .or_insert_with(|| self.store.record(dev))
-            .clone()
+        with_record(
+            &self.parent_records,
+            dev.devpath(),
+            || self.store.record(dev),
+            |r| Some(r.clone()),
+        )
     }
 
     fn devname_of(dev: &Device) -> Option<Vec<u8>> {
