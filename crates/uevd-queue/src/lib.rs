@@ -29,7 +29,8 @@
 //! later events of its device still wait for it, and is tried again at a
 //! given time or when asked ([`DependencyQueue::retry_where`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::Hash;
 use std::time::Instant;
 
@@ -74,17 +75,34 @@ fn prefixes(devpath: &[u8]) -> impl Iterator<Item = &[u8]> {
         .chain(std::iter::once(devpath))
 }
 
-struct IdIndex<K: Hash + Eq>(HashMap<K, BTreeSet<EventId>>);
+/// Unfinished events by key. The keys are the kernel's devpaths and
+/// numbers, hashed with Fx rather than SipHash: they are not chosen by
+/// anyone who could aim collisions at the daemon (a uevent's sender is the
+/// kernel), and each event hashes every prefix of its devpath three times.
+struct IdIndex<K: Hash + Eq>(FxHashMap<K, BTreeSet<EventId>>);
 
 impl<K: Hash + Eq> Default for IdIndex<K> {
     fn default() -> Self {
-        IdIndex(HashMap::new())
+        IdIndex(FxHashMap::default())
     }
 }
 
 impl<K: Hash + Eq> IdIndex<K> {
-    fn insert(&mut self, key: K, id: EventId) {
-        self.0.entry(key).or_default().insert(id);
+    /// Adds `id` under `key`, making the owned key only for a key not
+    /// there yet (most prefixes, `/devices` first, are).
+    fn insert<Q>(&mut self, key: &Q, id: EventId)
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwnedKey<K>,
+    {
+        match self.0.get_mut(key) {
+            Some(set) => {
+                set.insert(id);
+            }
+            None => {
+                self.0.insert(key.to_owned_key(), BTreeSet::from([id]));
+            }
+        }
     }
 
     fn remove<Q>(&mut self, key: &Q, id: EventId)
@@ -133,15 +151,15 @@ impl DependencyIndex {
     pub fn insert(&mut self, id: EventId, keys: &EventKeys) {
         for path in Self::paths(keys) {
             for p in prefixes(path) {
-                self.subtree.insert(p.into(), id);
+                self.subtree.insert(p, id);
             }
-            self.exact.insert(path.into(), id);
+            self.exact.insert(path, id);
         }
         if let Some(d) = keys.devnum {
-            self.devnum.insert(d, id);
+            self.devnum.insert(&d, id);
         }
         if let Some(i) = keys.ifindex {
-            self.ifindex.insert(i, id);
+            self.ifindex.insert(&i, id);
         }
     }
 
@@ -204,6 +222,23 @@ impl DependencyIndex {
     }
 }
 
+/// The owned key of an index, from what it is looked up by.
+trait ToOwnedKey<K> {
+    fn to_owned_key(&self) -> K;
+}
+
+impl ToOwnedKey<Box<[u8]>> for [u8] {
+    fn to_owned_key(&self) -> Box<[u8]> {
+        self.into()
+    }
+}
+
+impl<K: Copy> ToOwnedKey<K> for K {
+    fn to_owned_key(&self) -> K {
+        *self
+    }
+}
+
 enum State<T> {
     /// Parked on an earlier event it conflicts with.
     Waiting,
@@ -239,7 +274,7 @@ pub struct DependencyQueue<T> {
     streak: usize,
     /// Deferred events and when to try them again.
     deferred: BTreeMap<EventId, Instant>,
-    waiters: HashMap<EventId, Vec<EventId>>,
+    waiters: FxHashMap<EventId, Vec<EventId>>,
     next_id: EventId,
     running: usize,
 }
@@ -253,7 +288,7 @@ impl<T> Default for DependencyQueue<T> {
             urgent: BTreeSet::new(),
             streak: 0,
             deferred: BTreeMap::new(),
-            waiters: HashMap::new(),
+            waiters: FxHashMap::default(),
             next_id: 1,
             running: 0,
         }
