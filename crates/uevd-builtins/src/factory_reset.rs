@@ -20,8 +20,8 @@
 use crate::{set, Builtin, Call, Failure, Properties};
 use std::ffi::OsString;
 use std::io;
-use std::path::{Path, PathBuf};
-use uevd_link_config::condition::{cmdline_get_bool, id128_from_string};
+use std::path::PathBuf;
+use uevd_link_config::condition::{cmdline_get_bool, id128_from_string, read_boot_id};
 use uevd_link_config::words::parse_boolean;
 
 /// The GUID systemd files its own EFI variables under.
@@ -144,7 +144,7 @@ fn efi_request(i: &Inputs) -> Result<Mode, String> {
         log::debug!("FactoryResetRequest is for another system, ignoring");
         return Ok(Mode::Unspecified);
     }
-    let boot = boot_id(&i.root)?;
+    let boot = read_boot_id(&i.root)?;
     // A request made in this boot is for the next one.
     Ok(if request.boot_id == boot {
         Mode::Pending
@@ -177,12 +177,6 @@ impl Request {
             boot_id,
         })
     }
-}
-
-fn boot_id(root: &Path) -> Result<[u8; 16], String> {
-    let path = root.join("proc/sys/kernel/random/boot_id");
-    let text = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    id128_from_string(text.trim_ascii()).ok_or_else(|| format!("{}: not an id", path.display()))
 }
 
 pub struct FactoryReset;

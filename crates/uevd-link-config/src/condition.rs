@@ -10,7 +10,7 @@ use super::words::{extract_first_word, fnmatch, parse_boolean, Extract};
 use std::path::{Path, PathBuf};
 use uevd_host::{
     architecture as architecture_now, detect_virtualization, in_container, kernel_release,
-    native_architecture, uname, Virt, ARCHITECTURES,
+    native_architecture, Virt, ARCHITECTURES,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,21 +109,20 @@ pub fn read_machine_id(path: &Path) -> Option<[u8; 16]> {
     id128_from_string(text).filter(|id| id.iter().any(|&b| b != 0))
 }
 
+/// This boot's id, from `proc/sys/kernel/random/boot_id` below `root`.
+pub fn read_boot_id(root: &Path) -> Result<[u8; 16], String> {
+    let path = root.join("proc/sys/kernel/random/boot_id");
+    let text = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    id128_from_string(text.trim_ascii()).ok_or_else(|| format!("{}: not an id", path.display()))
+}
+
 fn host(p: &[u8], sys: &System<'_>) -> Option<bool> {
     if let Some(id) = id128_from_string(p) {
         return Some(read_machine_id(sys.machine_id)? == id);
     }
-    Some(fnmatch(p, &hostname(), true))
-}
-
-/// The host name, or the fallback systemd uses when none is set.
-fn hostname() -> Vec<u8> {
-    let n = uname().nodename;
-    if n.is_empty() || n == b"(none)" {
-        b"localhost".to_vec()
-    } else {
-        n
-    }
+    // The host name as `%H` has it, fallbacks included.
+    let name = crate::specifier::Specifiers::system(sys.machine_id).hostname();
+    Some(fnmatch(p, &name, true))
 }
 
 fn first_line(path: &str) -> Option<Vec<u8>> {

@@ -8,7 +8,7 @@
 //! os-release, no machine id), makes the word an error, which the caller
 //! reports and leaves out, as systemd does.
 
-use crate::condition::{id128_from_string, read_machine_id};
+use crate::condition::{read_boot_id, read_machine_id};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -107,7 +107,7 @@ impl Specifiers {
                 .map(|a| a.as_bytes().to_vec())
                 .ok_or_else(|| "no architecture name for this machine".to_string()),
             b'A' => self.os_release("IMAGE_VERSION"),
-            b'b' => self.boot_id(),
+            b'b' => read_boot_id(&self.root).map(|id| hex(&id)),
             b'B' => self.os_release("BUILD_ID"),
             b'H' => Ok(self.hostname()),
             b'l' => Ok(self.short_hostname()),
@@ -138,18 +138,10 @@ impl Specifiers {
         Ok(env_value(&file, key).unwrap_or_default().to_vec())
     }
 
-    fn boot_id(&self) -> Result<Vec<u8>, String> {
-        let path = self.root.join("proc/sys/kernel/random/boot_id");
-        let text = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        id128_from_string(text.trim_ascii())
-            .map(|id| hex(&id))
-            .ok_or_else(|| format!("{}: not an id", path.display()))
-    }
-
     /// The kernel's host name; unset, the default one: systemd's
     /// `$SYSTEMD_DEFAULT_HOSTNAME`, os-release's `DEFAULT_HOSTNAME`, else
     /// `localhost`.
-    fn hostname(&self) -> Vec<u8> {
+    pub(crate) fn hostname(&self) -> Vec<u8> {
         let n = &self.uname.nodename;
         if !n.is_empty() && n != b"(none)" {
             return n.clone();
