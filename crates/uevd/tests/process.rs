@@ -130,6 +130,78 @@ fn builtin_runs_on_several_devices_in_one_process() {
     assert!(one.stdout.is_empty(), "no header for a single device");
 }
 
+/// An Ethernet function at 0000:00:19.0 with an ACPI index, and its
+/// interface eth0.
+fn fake_onboard_nic(sys: &Path) -> &'static str {
+    let write = |rel: &str, text: &str| {
+        let path = sys.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    let link = |rel: &str, to: &str| std::os::unix::fs::symlink(to, sys.join(rel)).unwrap();
+    let pci = "devices/pci0000:00/0000:00:19.0";
+    write("devices/pci0000:00/uevent", "");
+    write(
+        &format!("{pci}/uevent"),
+        "PCI_CLASS=20000\nPCI_SLOT_NAME=0000:00:19.0\n",
+    );
+    write(&format!("{pci}/acpi_index"), "1\n");
+    write(&format!("{pci}/label"), "Onboard LAN\n");
+    std::fs::create_dir_all(sys.join("bus/pci/devices")).unwrap();
+    link(&format!("{pci}/subsystem"), "../../../bus/pci");
+    let eth = format!("{pci}/net/eth0");
+    write(&format!("{eth}/uevent"), "INTERFACE=eth0\nIFINDEX=2\n");
+    let attrs = [
+        ("ifindex", "2"),
+        ("iflink", "2"),
+        ("type", "1"),
+        ("dev_port", "0"),
+        ("dev_id", "0x0"),
+        ("address", "3c:97:0e:aa:bb:cc"),
+        ("addr_assign_type", "0"),
+    ];
+    for (k, v) in attrs {
+        write(&format!("{eth}/{k}"), &format!("{v}\n"));
+    }
+    std::fs::create_dir_all(sys.join("class/net")).unwrap();
+    link(&format!("{eth}/subsystem"), "../../../../../class/net");
+    "/devices/pci0000:00/0000:00:19.0/net/eth0"
+}
+
+/// `uevd builtin` gives a builtin the database as the daemon does: net_id
+/// (systemd 256) reads ID_NET_NAME_ALLOW_* from the PCI function's record,
+/// and --no-db reads no record at all.
+#[test]
+fn builtin_reads_other_devices_records() {
+    let s = Scratch::new("");
+    let r = |d: &str| s.root.join(d).display().to_string();
+    let nic = fake_onboard_nic(&s.root.join("sys"));
+    let net_id = |extra: &[&str]| {
+        let out = Command::new(uevd())
+            .args(["--sys", &r("sys"), "--dev", &r("dev"), "--run", &r("run")])
+            .args(["builtin", "net_id", nic])
+            .args(extra)
+            .env("NET_NAMING_SCHEME", "v252")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let onboard = "ID_NET_NAME_ONBOARD=eno1\n";
+    assert!(net_id(&[]).contains(onboard), "{}", net_id(&[]));
+    let data = s.root.join("run/udev/data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(
+        data.join("+pci:0000:00:19.0"),
+        "E:ID_NET_NAME_ALLOW_ACPI_INDEX=0\n",
+    )
+    .unwrap();
+    let denied = net_id(&[]);
+    assert!(!denied.contains("ID_NET_NAME_ONBOARD"), "{denied}");
+    assert!(denied.contains("ID_NET_NAME_PATH=enp0s25\n"), "{denied}");
+    assert!(net_id(&["--no-db"]).contains(onboard));
+}
+
 /// `udevadm verify` (uevd run under that name) checks the rules below
 /// `--root`, reports style issues and fails on them unless `--no-style`.
 #[test]

@@ -3,12 +3,15 @@
 //! would set. Given several devices, it runs on each in turn in one
 //! process (what a probe of every disk costs without a process per disk).
 
+use super::test::{db_id, DiskStore};
 use crate::Roots;
 use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::rc::Rc;
-use uevd_db::{Database, DeviceId};
+use uevd_db::{Database, Record};
+use uevd_rules::Store;
 use uevd_sysfs::{Device, Sysfs};
 use uevd_uevent::{Action, Properties};
 
@@ -29,32 +32,61 @@ pub struct Options {
     /// have set it before the builtin runs.
     #[arg(long = "property", short = 'p', value_name = "KEY=VALUE")]
     properties: Vec<String>,
-    /// Do not add the properties the database holds for the device (udev
-    /// reads them, so builtins that look at earlier results find them).
+    /// Read nothing from the database: neither the device's record (udev
+    /// reads it, so builtins that look at earlier results find them) nor
+    /// the records of other devices (net_id reads its parents').
     #[arg(long)]
     no_db: bool,
 }
 
-/// What the builtin sees of the event: the device's own properties, then
-/// the database's, then those given on the command line, later ones
-/// replacing earlier ones.
-struct Env(Properties);
+/// What the builtin sees, as in the daemon: the event's properties (the
+/// device's own, then its record's, then those given on the command line,
+/// later ones replacing earlier ones), the record the database holds for
+/// the device, other devices' records, and the device directory.
+struct Env<'a> {
+    props: Properties,
+    stored: Option<Record>,
+    device: &'a Device,
+    store: DiskStore,
+    dev_root: Vec<u8>,
+}
 
-impl Env {
+impl Env<'_> {
     fn set(&mut self, key: &[u8], value: &[u8]) {
-        match self.0.iter_mut().find(|(k, _)| k == key) {
+        match self.props.iter_mut().find(|(k, _)| k == key) {
             Some(slot) => slot.1 = value.to_vec(),
-            None => self.0.push((key.to_vec(), value.to_vec())),
+            None => self.props.push((key.to_vec(), value.to_vec())),
         }
     }
 }
 
-impl uevd_builtins::Env for Env {
+fn lookup<'a>(props: &'a Properties, key: &[u8]) -> Option<&'a [u8]> {
+    props
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_slice())
+}
+
+impl uevd_builtins::Env for Env<'_> {
     fn property(&self, key: &[u8]) -> Option<&[u8]> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_slice())
+        lookup(&self.props, key)
+    }
+
+    fn stored_property(&self, key: &[u8]) -> Option<&[u8]> {
+        lookup(&self.stored.as_ref()?.properties, key)
+    }
+
+    fn record_property(&self, devpath: &[u8], key: &[u8]) -> Option<Vec<u8>> {
+        if devpath == self.device.devpath() {
+            return self.stored_property(key).map(<[u8]>::to_vec);
+        }
+        let other = Device::from_devpath(self.device.sysfs(), devpath).ok()?;
+        let record = self.store.record(&other)?;
+        lookup(&record.properties, key).map(<[u8]>::to_vec)
+    }
+
+    fn dev_root(&self) -> &[u8] {
+        &self.dev_root
     }
 }
 
@@ -121,26 +153,27 @@ fn run_one(
         .map_err(|e| io::Error::new(io::ErrorKind::NotFound, e.to_string()))?;
     let device = Rc::new(Device::from_event(&sysfs, event));
 
-    let mut env = Env(device
-        .event()
-        .iter()
-        .map(|(k, v)| (k.to_vec(), v.to_vec()))
-        .collect());
-    if !opts.no_db {
-        let subsystem = device.subsystem().unwrap_or_default();
-        let id = DeviceId::new(
-            &subsystem,
-            device.devpath(),
-            device.devnum(),
-            device.ifindex(),
-        );
-        let record = Database::open(roots.udev_dir())
-            .ok()
-            .and_then(|db| db.read(&id).ok().flatten());
-        for (k, v) in record.iter().flat_map(|r| &r.properties) {
-            env.set(k, v);
-        }
+    let db = (!opts.no_db)
+        .then(|| Database::open(roots.udev_dir()).ok())
+        .flatten();
+    let stored = db
+        .as_ref()
+        .and_then(|db| db.read(&db_id(&device)).ok().flatten());
+    let mut env = Env {
+        props: device
+            .event()
+            .iter()
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect(),
+        stored: None,
+        device: &device,
+        store: DiskStore(db),
+        dev_root: roots.dev.as_os_str().as_bytes().to_vec(),
+    };
+    for (k, v) in stored.iter().flat_map(|r| &r.properties) {
+        env.set(k, v);
     }
+    env.stored = stored;
     for p in &opts.properties {
         let (k, v) = p
             .split_once('=')

@@ -21,13 +21,14 @@ pub struct Options {
     devpath: PathBuf,
 }
 
-fn db_id(dev: &Device) -> DeviceId {
+/// The name of a device's record in the database.
+pub(crate) fn db_id(dev: &Device) -> DeviceId {
     let subsystem = dev.subsystem().unwrap_or_default();
     DeviceId::new(&subsystem, dev.devpath(), dev.devnum(), dev.ifindex())
 }
 
 /// Parents' records, read from the database as the daemon left it.
-struct DiskStore(Option<Database>);
+pub(crate) struct DiskStore(pub(crate) Option<Database>);
 
 impl uevd_rules::Store for DiskStore {
     fn record(&self, device: &Device) -> Option<Record> {
