@@ -626,7 +626,14 @@ impl Processor {
                 errors.push(format!("database {id}: {e}"));
             }
         } else if !nothing_to_do {
-            if let Err(e) = self.db.write(&id, &record, node.is_some(), has_ifindex) {
+            let written = self.db.write_unless_unchanged(
+                &id,
+                previous.as_deref(),
+                &record,
+                node.is_some(),
+                has_ifindex,
+            );
+            if let Err(e) = written {
                 errors.push(format!("database {id}: {e}"));
             }
         }

@@ -299,6 +299,38 @@ impl Database {
         self.write_atomically(&id.0, &contents, mode)
     }
 
+    /// [`Database::write`], unless the file already holds `record`:
+    /// `before` is the record the device had, as last written or read.
+    /// Events that change nothing (a second coldplug after the initramfs,
+    /// `udevadm trigger` on a settled system, a `change` that finds what
+    /// `add` found) then cost one lookup instead of a file made and
+    /// renamed. The lookup keeps a record someone removed from being left
+    /// out. Returns whether the file was written.
+    pub fn write_unless_unchanged(
+        &self,
+        id: &DeviceId,
+        before: Option<&Record>,
+        record: &Record,
+        has_node: bool,
+        has_ifindex: bool,
+    ) -> io::Result<bool> {
+        if before == Some(record) && record.needs_file(has_node, has_ifindex) && self.is_file(&id.0)
+        {
+            return Ok(false);
+        }
+        self.write(id, record, has_node, has_ifindex)?;
+        Ok(true)
+    }
+
+    /// Whether `data/<name>` is a regular file.
+    fn is_file(&self, name: &str) -> bool {
+        let Ok(data_fd) = self.data_fd() else {
+            return false;
+        };
+        rustix::fs::statat(data_fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_file())
+    }
+
     /// Writes `data/<name>` through a temporary file and a rename, relative
     /// to the open data directory (no path walk per write).
     fn write_atomically(&self, name: &str, contents: &[u8], mode: u32) -> io::Result<()> {
@@ -557,6 +589,81 @@ fn cleanup_dir(dir: &Path, keep_mask: u32, depth: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tmp_db() -> (tempfile::TempDir, Database) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path()).unwrap();
+        (dir, db)
+    }
+
+    fn inode(db: &Database, id: &DeviceId) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(db.path(id)).unwrap().ino()
+    }
+
+    #[test]
+    fn an_unchanged_record_is_not_written_again() {
+        let (_dir, db) = tmp_db();
+        let id = DeviceId::new(
+            b"block",
+            b"/devices/virtual/block/loop0",
+            Some((7, 0)),
+            None,
+        );
+        let record = Record {
+            properties: vec![(b"ID_FS_TYPE".to_vec(), b"ext4".to_vec())],
+            links: vec![b"disk/by-uuid/x".to_vec()],
+            usec_initialized: 5,
+            ..Record::default()
+        };
+        assert!(db
+            .write_unless_unchanged(&id, None, &record, true, false)
+            .unwrap());
+        let first = inode(&db, &id);
+        // The same again: the file stays the one written (a rewrite is a
+        // new file renamed over it).
+        assert!(!db
+            .write_unless_unchanged(&id, Some(&record), &record, true, false)
+            .unwrap());
+        assert_eq!(inode(&db, &id), first);
+        // Changed: written.
+        let mut changed = record.clone();
+        changed.properties[0].1 = b"vfat".to_vec();
+        assert!(db
+            .write_unless_unchanged(&id, Some(&record), &changed, true, false)
+            .unwrap());
+        assert_ne!(inode(&db, &id), first);
+        assert_eq!(db.read(&id).unwrap().unwrap(), changed);
+        // Unchanged, but someone removed the file: written again.
+        fs::remove_file(db.path(&id)).unwrap();
+        assert!(db
+            .write_unless_unchanged(&id, Some(&changed), &changed, true, false)
+            .unwrap());
+        assert_eq!(db.read(&id).unwrap().unwrap(), changed);
+        // Kept across the initramfs now: the mode changes, so it is written.
+        let mut kept = changed.clone();
+        kept.persist = true;
+        assert!(db
+            .write_unless_unchanged(&id, Some(&changed), &kept, true, false)
+            .unwrap());
+        assert!(db.read(&id).unwrap().unwrap().persist);
+    }
+
+    #[test]
+    fn an_unchanged_record_that_needs_no_file_removes_it() {
+        let (_dir, db) = tmp_db();
+        let id = DeviceId::new(b"pci", b"/devices/pci0000:00/0000:00:01.0", None, None);
+        let record = Record {
+            properties: vec![(b"A".to_vec(), b"1".to_vec())],
+            ..Record::default()
+        };
+        db.write(&id, &record, false, false).unwrap();
+        let empty = Record::default();
+        assert!(db
+            .write_unless_unchanged(&id, Some(&empty), &empty, false, false)
+            .unwrap());
+        assert!(!db.path(&id).exists());
+    }
 
     #[test]
     fn ids_follow_udev() {

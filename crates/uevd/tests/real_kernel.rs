@@ -709,6 +709,65 @@ fn rules_give_a_block_device_links_permissions_properties_and_tags() {
     daemon.stop(&lab).unwrap();
 }
 
+/// An event that leaves a device's record as it was does not write the
+/// record again (a rewrite is a new file renamed over the old one, so the
+/// inode tells); one that changes it does.
+#[test]
+fn an_event_that_changes_no_record_writes_none() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    write_rules(
+        &lab,
+        "50-test.rules",
+        concat!(
+            "SUBSYSTEM==\"block\", KERNEL==\"loop*\", ENV{ID_TEST}=\"same\", SYMLINK+=\"test/$kernel\"\n",
+            "ENV{SYNTH_ARG_MARK}==\"?*\", ENV{ID_MARK}=\"$env{SYNTH_ARG_MARK}\"\n",
+        ),
+    );
+    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    let n = loop_number(9);
+    if uevd_lab::loop_control(true, n as u32).is_err() {
+        eprintln!("skipped: no loop-control here");
+        return;
+    }
+    lab.settle(uevd()).unwrap();
+    let file = lab.run().join(format!("udev/data/b7:{n}"));
+    let inode = || {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&file).unwrap().ino()
+    };
+    let change = |env: &str| {
+        std::fs::write(
+            format!("/sys/devices/virtual/block/loop{n}/uevent"),
+            match env {
+                "" => "change".to_string(),
+                _ => format!("change 1b4e28ba-2fa1-11d2-883f-0016d3cca427 {env}"),
+            },
+        )
+        .unwrap();
+        lab.settle(uevd()).unwrap();
+    };
+    let added = (inode(), db_record(&lab, &format!("b7:{n}")));
+    assert!(added.1.contains("E:ID_TEST=same\n"), "{}", added.1);
+    change("");
+    assert_eq!((inode(), db_record(&lab, &format!("b7:{n}"))), added);
+    change("MARK=one");
+    let marked = (inode(), db_record(&lab, &format!("b7:{n}")));
+    assert!(marked.1.contains("E:ID_MARK=one\n"), "{}", marked.1);
+    assert_ne!(marked.0, added.0, "a changed record is written");
+    change("MARK=one");
+    assert_eq!((inode(), db_record(&lab, &format!("b7:{n}"))), marked);
+    // A record someone removed is written again at the next event.
+    std::fs::remove_file(&file).unwrap();
+    change("MARK=one");
+    assert_eq!(db_record(&lab, &format!("b7:{n}")), marked.1);
+    assert!(lab.dev().join(format!("test/loop{n}")).exists());
+    uevd_lab::loop_control(false, n as u32).unwrap();
+    lab.settle(uevd()).unwrap();
+    assert!(!file.exists());
+    daemon.stop(&lab).unwrap();
+}
+
 #[test]
 fn a_contended_link_goes_to_the_highest_priority_and_is_handed_over() {
     let _g = serial();
