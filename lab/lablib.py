@@ -187,9 +187,31 @@ def sort_db(text):
     return "".join("".join(blocks[k]) for k in sorted(blocks))
 
 
+def start_swtpm(rundir):
+    """A software TPM 2.0 for one guest (swtpm, from scripts/setup); returns
+    the process and the qemu arguments that attach it as a TIS chip, which
+    the Debian kernel's built-in tpm_tis drives (/dev/tpm0, /dev/tpmrm0)."""
+    state = os.path.join(rundir, "swtpm")
+    os.makedirs(state)
+    sock = os.path.join(state, "ctrl.sock")
+    p = subprocess.Popen(["swtpm", "socket", "--tpm2", "--tpmstate", f"dir={state}",
+                          "--ctrl", f"type=unixio,path={sock}", "--terminate"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=open(os.path.join(rundir, "swtpm.log"), "wb"))
+    deadline = time.monotonic() + 10
+    while not os.path.exists(sock):
+        if p.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"lab: swtpm did not start (see {rundir}/swtpm.log)")
+        time.sleep(0.05)
+    return p, ["-chardev", f"socket,id=chrtpm,path={sock}",
+               "-tpmdev", "emulator,id=tpm0,chardev=chrtpm", "-device", "tpm-tis,tpmdev=tpm0"]
+
+
 def boot(scenario, manager="none", floor="trigger", n=100, dump=True, timeout=None,
-         name=None, extra_append="", debug=False, verbose=False, devices=None, modset=None):
-    """Boot one guest; returns a dict (the parsed result plus host-side facts)."""
+         name=None, extra_append="", debug=False, verbose=False, devices=None, modset=None,
+         tpm=False):
+    """Boot one guest; returns a dict (the parsed result plus host-side facts).
+    tpm: attach a software TPM 2.0 (see start_swtpm)."""
     if scenario not in SCENARIOS:
         raise SystemExit(f"lab: unknown scenario {scenario} (one of {', '.join(SCENARIOS)})")
     if manager not in MANAGERS:
@@ -223,6 +245,10 @@ def boot(scenario, manager="none", floor="trigger", n=100, dump=True, timeout=No
     if devices:
         ensure_drives()
         cmd += [a.format(img=GUEST) for a in QEMU_DEVICES]
+    swtpm = None
+    if tpm:
+        swtpm, tpm_args = start_swtpm(rundir)
+        cmd += tpm_args
     with open(os.path.join(rundir, "cmd"), "w") as f:
         f.write(shlex.join(cmd) + "\n")
     if verbose:
@@ -239,6 +265,9 @@ def boot(scenario, manager="none", floor="trigger", n=100, dump=True, timeout=No
             if p.poll() is None:
                 p.kill()
                 p.wait()
+            if swtpm is not None:
+                swtpm.kill()
+                swtpm.wait()
     host_wall = time.monotonic() - t0
     return _collect(scenario, manager, floor, n, name, rundir, console, ttys1, timed_out, host_wall, load0)
 

@@ -24,6 +24,7 @@ mod net_id;
 pub mod net_setup_link;
 mod path_id;
 mod programs;
+pub mod tpm2_id;
 pub mod uaccess;
 mod usb_id;
 
@@ -76,6 +77,7 @@ static BUILTINS: &[&dyn Builtin] = &[
     &net_id::NetId,
     &net_setup_link::System,
     &path_id::PathId,
+    &tpm2_id::Tpm2Id,
     &uaccess::System,
     &usb_id::UsbId,
 ];
@@ -172,6 +174,7 @@ mod tests {
                 "net_id",
                 "net_setup_link",
                 "path_id",
+                "tpm2_id",
                 "uaccess",
                 "usb_id"
             ]

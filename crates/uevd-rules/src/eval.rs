@@ -310,6 +310,7 @@ const RUN_ONCE: &[&str] = &[
     "net_id",
     "net_setup_link",
     "path_id",
+    "tpm2_id",
     "usb_id",
 ];
 

@@ -771,7 +771,8 @@ fn newer_builtins_are_known_by_name_and_factory_reset_answers() {
         .map(|m| m.as_str());
     assert_eq!(prop(&o, "ID_FACTORY_RESET"), want);
     assert_eq!(prop(&o, "FR"), Some(want.unwrap_or("")));
-    // Builtins uevd does not have fail, and the rest of their line with them.
+    // A builtin uevd does not have fails, and the rest of its line with
+    // it; tpm2_id fails on a disk, which is no TPM.
     assert_eq!(prop(&o, "DISSECTED"), None);
     assert_eq!(prop(&o, "NO_TPM2_ID"), Some("1"));
     assert_eq!(prop(&o, "AGAIN"), Some("1"));
