@@ -88,8 +88,25 @@ pub fn hold_namespaces(mut unshare: Command, script: &str) -> io::Result<Child> 
     Ok(holder)
 }
 
-/// Adds or removes loop device `n` through /dev/loop-control.
+/// Adds or removes loop device `n` through /dev/loop-control. A removal
+/// waits up to five seconds while the device is busy: any device manager
+/// on the machine (the host's udevd, another test's uevd: uevents reach
+/// them all) may hold a new device open for a moment to probe it.
 pub fn loop_control(add: bool, n: u32) -> io::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match loop_control_once(add, n) {
+            Err(e)
+                if !add && e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn loop_control_once(add: bool, n: u32) -> io::Result<()> {
     let ctl = std::fs::OpenOptions::new()
         .read(true)
         .write(true)

@@ -627,6 +627,21 @@ fn write_rules(lab: &Lab, name: &str, text: &str) {
     std::fs::write(lab.rules_dir().join(name), text).unwrap();
 }
 
+/// A `change` uevent for loop device `n`, asked of the kernel as
+/// `udevadm trigger` does; `args` (`KEY=VALUE ...`) reach the rules as
+/// `SYNTH_ARG_KEY`.
+fn synth_change(n: i32, args: &str) {
+    let request = match args {
+        "" => "change".to_string(),
+        _ => format!("change 1b4e28ba-2fa1-11d2-883f-0016d3cca427 {args}"),
+    };
+    std::fs::write(
+        format!("/sys/devices/virtual/block/loop{n}/uevent"),
+        request,
+    )
+    .unwrap();
+}
+
 fn db_record(lab: &Lab, id: &str) -> String {
     std::fs::read_to_string(lab.run().join("udev/data").join(id)).unwrap_or_default()
 }
@@ -736,15 +751,8 @@ fn an_event_that_changes_no_record_writes_none() {
         use std::os::unix::fs::MetadataExt;
         std::fs::metadata(&file).unwrap().ino()
     };
-    let change = |env: &str| {
-        std::fs::write(
-            format!("/sys/devices/virtual/block/loop{n}/uevent"),
-            match env {
-                "" => "change".to_string(),
-                _ => format!("change 1b4e28ba-2fa1-11d2-883f-0016d3cca427 {env}"),
-            },
-        )
-        .unwrap();
+    let change = |args: &str| {
+        synth_change(n, args);
         lab.settle(uevd()).unwrap();
     };
     let added = (inode(), db_record(&lab, &format!("b7:{n}")));
@@ -1720,13 +1728,7 @@ fn a_locked_disk_waits_while_other_disks_go_on() {
     }
     uevd_lab::loop_control(true, b as u32).unwrap();
     lab.settle(uevd()).unwrap();
-    let change = |n: i32, mark: &str| {
-        std::fs::write(
-            format!("/sys/devices/virtual/block/loop{n}/uevent"),
-            format!("change 1b4e28ba-2fa1-11d2-883f-0016d3cca427 MARK={mark}"),
-        )
-        .unwrap()
-    };
+    let change = |n: i32, mark: &str| synth_change(n, &format!("MARK={mark}"));
     let marked = |n: i32, mark: &str| {
         db_record(&lab, &format!("b7:{n}")).contains(&format!("E:MARK={mark}\n"))
     };
