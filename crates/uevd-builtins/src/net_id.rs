@@ -6,8 +6,11 @@
 //! release that changed the logic added a flag, and a system can pin an old
 //! scheme with `net.naming-scheme=` on the kernel command line or
 //! `NET_NAMING_SCHEME` in the environment, so that an upgrade does not
-//! rename its interfaces. Every scheme up to systemd 260's is known; the
-//! default is v252, udev 252's own (Debian 12), and `latest` is v260.
+//! rename its interfaces. Every scheme up to systemd 260's is known, and
+//! `latest` is v260. The default is v252, udev 252's own (Debian 12),
+//! unless the build names another, as distributions choose systemd's
+//! (`UEVD_DEFAULT_NET_NAMING_SCHEME=v257 cargo build`; `scripts/install`
+//! picks the scheme of the udev it replaces).
 
 use crate::scan::{atoi, atollu, atou, atou_strict, sscanf, Strict};
 use crate::text::{c_str, fits, has_control, utf8_is_valid, Bounded};
@@ -109,7 +112,9 @@ const V260: u32 = V259 | flag::MCTP;
 
 /// Every scheme systemd 260 knows (there is no v256); the last is
 /// "latest".
-pub(crate) static SCHEMES: [Scheme; 18] = [
+pub(crate) static SCHEMES: [Scheme; 18] = SCHEME_TABLE;
+
+const SCHEME_TABLE: [Scheme; 18] = [
     Scheme::new("v238", V238),
     Scheme::new("v239", V239),
     Scheme::new("v240", V240),
@@ -130,11 +135,40 @@ pub(crate) static SCHEMES: [Scheme; 18] = [
     Scheme::new("v260", V260),
 ];
 
-/// The scheme when none is asked for: udev 252's, whose names uevd
-/// reproduces by default. A system that came with a newer udev names its
-/// scheme on the kernel command line (`net.naming-scheme=v257`), as
-/// installers that pin one do.
-const DEFAULT_SCHEME: usize = 10;
+/// The scheme when none is asked for: the one the build was told
+/// (`UEVD_DEFAULT_NET_NAMING_SCHEME`, as systemd's
+/// `-Ddefault-net-naming-scheme=`; a name uevd does not know fails the
+/// build), else udev 252's, whose names uevd reproduces. A system can still
+/// pin another on the kernel command line (`net.naming-scheme=v257`).
+const DEFAULT_SCHEME: usize = match option_env!("UEVD_DEFAULT_NET_NAMING_SCHEME") {
+    Some(name) => scheme_index(name),
+    None => scheme_index("v252"),
+};
+
+/// The index of a scheme by name, at build time.
+const fn scheme_index(name: &str) -> usize {
+    const fn same(a: &[u8], b: &[u8]) -> bool {
+        if a.len() != b.len() {
+            return false;
+        }
+        let mut i = 0;
+        while i < a.len() && a[i] == b[i] {
+            i += 1;
+        }
+        i == a.len()
+    }
+    if same(name.as_bytes(), b"latest") {
+        return SCHEME_TABLE.len() - 1;
+    }
+    let mut i = 0;
+    while i < SCHEME_TABLE.len() {
+        if same(SCHEME_TABLE[i].name.as_bytes(), name.as_bytes()) {
+            return i;
+        }
+        i += 1;
+    }
+    panic!("UEVD_DEFAULT_NET_NAMING_SCHEME names no scheme uevd knows (v238 to v260, or latest)")
+}
 
 fn scheme_named(name: &[u8]) -> Option<&'static Scheme> {
     if name == b"latest" {
@@ -1077,9 +1111,29 @@ fn run_with(
 mod tests {
     use super::*;
 
+    /// The default of this build: udev 252's unless the build named
+    /// another.
+    fn built_default() -> &'static str {
+        match option_env!("UEVD_DEFAULT_NET_NAMING_SCHEME") {
+            Some("latest") => "v260",
+            Some(name) => name,
+            None => "v252",
+        }
+    }
+
+    #[test]
+    fn the_default_is_the_builds_else_udev_252s() {
+        assert_eq!(SCHEMES[DEFAULT_SCHEME].name, built_default());
+        assert_eq!(scheme_index("v252"), 10);
+        assert_eq!(SCHEMES[scheme_index("v257")].name, "v257");
+        assert_eq!(SCHEMES[scheme_index("latest")].name, "v260");
+        assert_eq!(SCHEMES[scheme_index("v238")].name, "v238");
+    }
+
     #[test]
     fn scheme_comes_from_env_or_cmdline() {
-        assert_eq!(select_scheme(None, None).name, "v252", "udev 252's default");
+        let default = built_default();
+        assert_eq!(select_scheme(None, None).name, default);
         assert_eq!(
             select_scheme(Some(b"quiet net.naming-scheme=v247\n"), None).name,
             "v247"
@@ -1104,10 +1158,10 @@ mod tests {
         assert_eq!(select_scheme(None, Some(b"latest")).name, "v260");
         assert_eq!(
             select_scheme(None, Some(b"v256")).name,
-            "v252",
+            default,
             "no such scheme"
         );
-        assert_eq!(select_scheme(None, Some(b"v999")).name, "v252");
+        assert_eq!(select_scheme(None, Some(b"v999")).name, default);
         assert_eq!(
             select_scheme(Some(b"net.naming-scheme=\"v238\""), None).name,
             "v238"

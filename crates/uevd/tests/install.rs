@@ -213,6 +213,25 @@ fn install_reinstall_and_uninstall_into_a_destdir() {
 /// must take over udev's two sockets (`Sockets=`), which systemd passes to
 /// whatever systemd-udevd.service names. `lab/systemd-boot` boots the
 /// result. Skipped where systemctl is missing.
+/// The naming scheme a build defaults to is checked before anything is
+/// built or written; a prebuilt binary keeps its own, and the install
+/// says how to keep the system's names instead.
+#[test]
+fn the_naming_scheme_is_checked_and_a_prebuilt_binary_keeps_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("root");
+    let out = install(&d, &["--naming-scheme=v25x7"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--naming-scheme=v25x7: not auto"));
+    assert!(!d.exists(), "nothing written");
+    let out = install(&d, &["--naming-scheme=v257"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("boot with net.naming-scheme=v257"),
+        "{out:?}"
+    );
+}
+
 #[test]
 fn systemctl_enable_makes_udevs_names_mean_uevds_units() {
     let Ok(v) = Command::new("systemctl").arg("--version").output() else {
