@@ -14,7 +14,9 @@ use std::rc::Rc;
 
 pub mod blkid;
 pub mod btrfs;
+pub mod dmi_memory_id;
 pub mod factory_reset;
+pub mod fido_id;
 pub mod hwdb;
 mod input_id;
 pub mod keyboard;
@@ -107,6 +109,8 @@ pub fn names() -> impl Iterator<Item = &'static str> {
 static PROGRAMS: &[&dyn Builtin] = &[
     &programs::Emulation("ata_id"),
     &programs::Emulation("cdrom_id"),
+    &dmi_memory_id::DmiMemoryId,
+    &fido_id::FidoId,
     &programs::Emulation("scsi_id"),
 ];
 

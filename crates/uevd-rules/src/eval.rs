@@ -1465,9 +1465,10 @@ impl<'a> State<'a> {
         }
     }
 
-    /// Runs PROGRAM's or IMPORT{program}'s command line: scsi_id, ata_id
-    /// and cdrom_id are answered in-process when uevd's own can answer
-    /// exactly, anything else is forked. Which one ran is recorded.
+    /// Runs PROGRAM's or IMPORT{program}'s command line: scsi_id, ata_id,
+    /// cdrom_id, fido_id and dmi_memory_id are answered in-process when
+    /// uevd's own can answer exactly, anything else is forked. Which one
+    /// ran is recorded.
     fn run_program(&mut self, command: &[u8]) -> Result<Vec<u8>, String> {
         let started = crate::timing::start(self.timing);
         let argv = uevd_spawn::split(command);

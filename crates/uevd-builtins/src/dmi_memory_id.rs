@@ -1,0 +1,594 @@
+//! udev's `dmi_memory_id` program, answered in-process: `70-memory.rules`
+//! runs it (`IMPORT{program}="dmi_memory_id"`) on the `dmi` device at
+//! every boot, and a program linked to libsystemd-shared is costly to
+//! start where CPUs are slow or emulated. It reads the SMBIOS entry point
+//! and table from `/sys/firmware/dmi/tables` and prints the system
+//! memory's Physical Memory Array (type 16) and each Memory Device (type
+//! 17): `MEMORY_ARRAY_*` and `MEMORY_DEVICE_<n>_*`, with udev 252's names,
+//! value tables and number formats, its quirks included: a voltage in
+//! whole tenths is printed with one significant digit (1200 mV as `1`),
+//! as its `%.1g` does, and `MEMORY_ARRAY_NUM_DEVICES` counts the Memory
+//! Device structures rather than repeating the arrays' own counts. Options (`--from-dump`) are left
+//! to the program.
+
+use crate::{Builtin, Call, Failure, Properties};
+
+const OUT_OF_SPEC: &str = "<OUT OF SPEC>";
+
+fn word(b: &[u8], at: usize) -> u16 {
+    b.get(at..at + 2)
+        .map_or(0, |w| u16::from_le_bytes([w[0], w[1]]))
+}
+
+fn dword(b: &[u8], at: usize) -> u32 {
+    b.get(at..at + 4)
+        .map_or(0, |w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+}
+
+fn qword(b: &[u8], at: usize) -> u64 {
+    b.get(at..at + 8).map_or(0, |w| {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(w);
+        u64::from_le_bytes(a)
+    })
+}
+
+fn checksum_ok(b: &[u8]) -> bool {
+    b.iter().fold(0u8, |s, &c| s.wrapping_add(c)) == 0
+}
+
+/// Where the table is and how many structures it has (0: until type
+/// 127), from an entry point; `Err` for one udev refuses.
+pub fn entry_point(buf: &[u8]) -> Result<(u64, u32, u16), String> {
+    if buf.len() >= 24 && buf.starts_with(b"_SM3_") {
+        let n = buf[0x06] as usize;
+        if n > 0x20 {
+            return Err(format!("entry point length too large ({n} bytes)"));
+        }
+        if !checksum_ok(buf.get(..n).ok_or("entry point cut short")?) {
+            return Err("the entry point's checksum is wrong".into());
+        }
+        return Ok((qword(buf, 0x10), dword(buf, 0x0c), 0));
+    }
+    if buf.len() >= 31 && buf.starts_with(b"_SM_") {
+        let n = buf[0x05] as usize;
+        if n > 0x20 {
+            return Err(format!("entry point length too large ({n} bytes)"));
+        }
+        if !checksum_ok(buf.get(..n).ok_or("entry point cut short")?)
+            || &buf[0x10..0x15] != b"_DMI_"
+            || !checksum_ok(&buf[0x10..0x1f])
+        {
+            return Err("the entry point's checksum is wrong".into());
+        }
+        return Ok((
+            dword(buf, 0x18) as u64,
+            word(buf, 0x16) as u32,
+            word(buf, 0x1c),
+        ));
+    }
+    if buf.len() >= 15 && buf.starts_with(b"_DMI_") {
+        if !checksum_ok(&buf[..0x0f]) {
+            return Err("the entry point's checksum is wrong".into());
+        }
+        return Ok((
+            dword(buf, 0x08) as u64,
+            word(buf, 0x06) as u32,
+            word(buf, 0x0c),
+        ));
+    }
+    Err("no SMBIOS entry point".into())
+}
+
+/// One structure: its formatted area (header included) and the strings
+/// after it.
+struct Structure<'a> {
+    kind: u8,
+    data: &'a [u8],
+    strings: &'a [u8],
+}
+
+impl Structure<'_> {
+    fn byte(&self, at: usize) -> u8 {
+        self.data.get(at).copied().unwrap_or(0)
+    }
+
+    /// String `n` (from 1), as dmidecode's `dmi_string` finds it.
+    fn string(&self, n: u8) -> Vec<u8> {
+        if n == 0 {
+            return b"Not Specified".to_vec();
+        }
+        let mut rest = self.strings;
+        let cstr = |b: &[u8]| -> usize { b.iter().position(|&c| c == 0).unwrap_or(b.len()) };
+        let mut left = n;
+        while left > 1 && cstr(rest) > 0 {
+            rest = rest.get(cstr(rest) + 1..).unwrap_or_default();
+            left -= 1;
+        }
+        match cstr(rest) {
+            0 => b"<BAD INDEX>".to_vec(),
+            len => rest[..len].to_vec(),
+        }
+    }
+}
+
+/// The structures of a table, as udev walks them: stopping at a header
+/// shorter than 4 bytes, at the end-of-table type 127, at one that does
+/// not fit, and after `num` when that is not 0; types 126 (inactive) are
+/// skipped.
+fn structures(table: &[u8], num: u16) -> Vec<Structure<'_>> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    let mut i: u32 = 0;
+    while (num == 0 || i < num as u32) && at + 4 <= table.len() {
+        i += 1;
+        let kind = table[at];
+        let length = table[at + 1] as usize;
+        if length < 4 || kind == 127 {
+            break;
+        }
+        // The strings end at a double NUL.
+        let mut next = at + length;
+        while next + 1 < table.len() && (table[next] != 0 || table[next + 1] != 0) {
+            next += 1;
+        }
+        next += 2;
+        if next > table.len() {
+            break;
+        }
+        if kind != 126 {
+            let end = (at + length).min(table.len());
+            out.push(Structure {
+                kind,
+                data: &table[at..end],
+                strings: table.get(at + length..next).unwrap_or_default(),
+            });
+        }
+        at = next;
+    }
+    out
+}
+
+fn table_name<'a>(table: &[&'a str], code: usize) -> &'a str {
+    match table.get(code) {
+        Some(s) if !s.is_empty() => s,
+        _ => OUT_OF_SPEC,
+    }
+}
+
+const ARRAY_LOCATION: &[&str] = &[
+    "",
+    "Other",
+    "Unknown",
+    "System Board Or Motherboard",
+    "ISA Add-on Card",
+    "EISA Add-on Card",
+    "PCI Add-on Card",
+    "MCA Add-on Card",
+    "PCMCIA Add-on Card",
+    "Proprietary Add-on Card",
+    "NuBus",
+];
+const ARRAY_LOCATION_A0: &[&str] = &[
+    "PC-98/C20 Add-on Card",
+    "PC-98/C24 Add-on Card",
+    "PC-98/E Add-on Card",
+    "PC-98/Local Bus Add-on Card",
+    "CXL Add-on Card",
+];
+const ARRAY_EC_TYPE: &[&str] = &[
+    "",
+    "Other",
+    "Unknown",
+    "None",
+    "Parity",
+    "Single-bit ECC",
+    "Multi-bit ECC",
+    "CRC",
+];
+const FORM_FACTOR: &[&str] = &[
+    "",
+    "Other",
+    "Unknown",
+    "SIMM",
+    "SIP",
+    "Chip",
+    "DIP",
+    "ZIP",
+    "Proprietary Card",
+    "DIMM",
+    "TSOP",
+    "Row Of Chips",
+    "RIMM",
+    "SODIMM",
+    "SRIMM",
+    "FB-DIMM",
+    "Die",
+];
+const DEVICE_TYPE: &[&str] = &[
+    "",
+    "Other",
+    "Unknown",
+    "DRAM",
+    "EDRAM",
+    "VRAM",
+    "SRAM",
+    "RAM",
+    "ROM",
+    "Flash",
+    "EEPROM",
+    "FEPROM",
+    "EPROM",
+    "CDRAM",
+    "3DRAM",
+    "SDRAM",
+    "SGRAM",
+    "RDRAM",
+    "DDR",
+    "DDR2",
+    "DDR2 FB-DIMM",
+    "Reserved",
+    "Reserved",
+    "Reserved",
+    "DDR3",
+    "FBD2",
+    "DDR4",
+    "LPDDR",
+    "LPDDR2",
+    "LPDDR3",
+    "LPDDR4",
+    "Logical non-volatile device",
+    "HBM",
+    "HBM2",
+    "DDR5",
+    "LPDDR5",
+    "HBM3",
+];
+const TYPE_DETAIL: &[&str] = &[
+    "",
+    "Other",
+    "Unknown",
+    "Fast-paged",
+    "Static Column",
+    "Pseudo-static",
+    "RAMBUS",
+    "Synchronous",
+    "CMOS",
+    "EDO",
+    "Window DRAM",
+    "Cache DRAM",
+    "Non-Volatile",
+    "Registered (Buffered)",
+    "Unbuffered (Unregistered)",
+    "LRDIMM",
+];
+const TECHNOLOGY: &[&str] = &[
+    "",
+    "Other",
+    "Unknown",
+    "DRAM",
+    "NVDIMM-N",
+    "NVDIMM-F",
+    "NVDIMM-P",
+    "Intel Optane persistent memory",
+];
+const OPERATING_MODE: &[&str] = &[
+    "",
+    "Other",
+    "Unknown",
+    "Volatile memory",
+    "Byte-accessible persistent memory",
+    "Block-accessible persistent memory",
+];
+
+/// The names of the bits set in `code` from bit 1 on, space-separated.
+fn bit_names(names: &[&str], code: u16) -> String {
+    (1..names.len())
+        .filter(|&i| code & (1 << i) != 0)
+        .map(|i| names[i])
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `n / div` rounded to the nearest, ties to even, as printf rounds.
+fn round_half_even(n: u32, div: u32) -> u32 {
+    let (q, r) = (n / div, n % div);
+    match (2 * r).cmp(&div) {
+        std::cmp::Ordering::Greater => q + 1,
+        std::cmp::Ordering::Equal => q + (q & 1),
+        std::cmp::Ordering::Less => q,
+    }
+}
+
+/// A voltage in millivolts as udev prints it: `%g` of volts, or `%.1g`
+/// when the millivolts are whole tenths of a volt.
+pub fn voltage(mv: u16) -> String {
+    let mv = mv as u32;
+    if !mv.is_multiple_of(100) {
+        // Thousandths print exactly in %g's six digits, trailing zeros
+        // dropped.
+        let frac = format!("{:03}", mv % 1000);
+        return format!("{}.{}", mv / 1000, frac.trim_end_matches('0'));
+    }
+    let tenths = mv / 100;
+    match tenths {
+        0..=9 => format!("0.{tenths}"),
+        10..=99 => match round_half_even(tenths, 10) {
+            10 => "1e+01".to_string(),
+            d => d.to_string(),
+        },
+        _ => match round_half_even(tenths, 100) {
+            10 => "1e+02".to_string(),
+            d => format!("{d}e+01"),
+        },
+    }
+}
+
+/// The properties of a decoded table, in the program's order.
+pub fn decode(table: &[u8], num: u16) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut put = |k: String, v: Vec<u8>| out.push((k, v));
+    let mut slot = 0u32;
+    for s in structures(table, num) {
+        let d = s.data;
+        match s.kind {
+            16 => {
+                if d.len() < 0x0f || s.byte(0x05) != 0x03 {
+                    continue;
+                }
+                let loc = s.byte(0x04) as usize;
+                let location = match loc {
+                    0xa0..=0xa4 => ARRAY_LOCATION_A0[loc - 0xa0],
+                    _ => table_name(ARRAY_LOCATION, loc),
+                };
+                put("MEMORY_ARRAY_LOCATION".into(), location.into());
+                let ec = s.byte(0x06) as usize;
+                if ec != 0x03 {
+                    put(
+                        "MEMORY_ARRAY_EC_TYPE".into(),
+                        table_name(ARRAY_EC_TYPE, ec).into(),
+                    );
+                }
+                let max = dword(d, 0x07);
+                if max != 0x8000_0000 {
+                    put(
+                        "MEMORY_ARRAY_MAX_CAPACITY".into(),
+                        ((max as u64) << 10).to_string().into(),
+                    );
+                } else if d.len() >= 0x17 {
+                    put(
+                        "MEMORY_ARRAY_MAX_CAPACITY".into(),
+                        qword(d, 0x0f).to_string().into(),
+                    );
+                }
+            }
+            17 => {
+                let n = slot;
+                slot += 1;
+                if d.len() < 0x15 {
+                    continue;
+                }
+                let key = |suffix: &str| format!("MEMORY_DEVICE_{n}_{suffix}");
+                // Leading and trailing blanks go; an empty string is not
+                // printed. The bytes are the table's, not necessarily UTF-8.
+                let string = |put: &mut dyn FnMut(String, Vec<u8>), suffix: &str, at: usize| {
+                    let v = s.string(s.byte(at));
+                    let blank = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r');
+                    let first = v.iter().position(|c| !blank(c));
+                    let last = v.iter().rposition(|c| !blank(c));
+                    if let (Some(a), Some(b)) = (first, last) {
+                        put(key(suffix), v[a..=b].to_vec());
+                    }
+                };
+                for (suffix, at) in [("TOTAL_WIDTH", 0x08), ("DATA_WIDTH", 0x0a)] {
+                    let w = word(d, at);
+                    if w != 0 && w != 0xffff {
+                        put(key(suffix), w.to_string().into());
+                    }
+                }
+                let size = word(d, 0x0c);
+                if d.len() >= 0x20 && size == 0x7fff {
+                    put(
+                        key("SIZE"),
+                        (dword(d, 0x1c) as u64 * 1024 * 1024).to_string().into(),
+                    );
+                } else if size == 0 {
+                    put(key("PRESENT"), "0".into());
+                } else if size != 0xffff {
+                    let mut v = (size & 0x7fff) as u64;
+                    if size & 0x8000 == 0 {
+                        v <<= 10;
+                    }
+                    put(key("SIZE"), (v << 10).to_string().into());
+                }
+                put(
+                    key("FORM_FACTOR"),
+                    table_name(FORM_FACTOR, s.byte(0x0e) as usize).into(),
+                );
+                match s.byte(0x0f) {
+                    0 => {}
+                    0xff => put(key("SET"), "Unknown".into()),
+                    set => put(key("SET"), set.to_string().into()),
+                }
+                string(&mut put, "LOCATOR", 0x10);
+                string(&mut put, "BANK_LOCATOR", 0x11);
+                put(
+                    key("TYPE"),
+                    table_name(DEVICE_TYPE, s.byte(0x12) as usize).into(),
+                );
+                let detail = word(d, 0x13);
+                let detail = if detail & 0xfffe == 0 {
+                    "None".to_string()
+                } else {
+                    bit_names(TYPE_DETAIL, detail)
+                };
+                put(key("TYPE_DETAIL"), detail.into());
+                if d.len() < 0x17 {
+                    continue;
+                }
+                let speed = |put: &mut dyn FnMut(String, Vec<u8>), suffix: &str, at: usize| {
+                    let v = word(d, at);
+                    if v != 0 {
+                        put(key(suffix), v.to_string().into());
+                    }
+                };
+                speed(&mut put, "SPEED_MTS", 0x15);
+                if d.len() < 0x1b {
+                    continue;
+                }
+                string(&mut put, "MANUFACTURER", 0x17);
+                string(&mut put, "SERIAL_NUMBER", 0x18);
+                string(&mut put, "ASSET_TAG", 0x19);
+                string(&mut put, "PART_NUMBER", 0x1a);
+                if d.len() < 0x1c {
+                    continue;
+                }
+                let rank = s.byte(0x1b) & 0x0f;
+                if rank != 0 {
+                    put(key("RANK"), rank.to_string().into());
+                }
+                if d.len() < 0x22 {
+                    continue;
+                }
+                speed(&mut put, "CONFIGURED_SPEED_MTS", 0x20);
+                if d.len() < 0x28 {
+                    continue;
+                }
+                for (suffix, at) in [
+                    ("MINIMUM_VOLTAGE", 0x22),
+                    ("MAXIMUM_VOLTAGE", 0x24),
+                    ("CONFIGURED_VOLTAGE", 0x26),
+                ] {
+                    let mv = word(d, at);
+                    if mv != 0 {
+                        put(key(suffix), voltage(mv).into());
+                    }
+                }
+                if d.len() < 0x34 {
+                    continue;
+                }
+                put(
+                    key("MEMORY_TECHNOLOGY"),
+                    table_name(TECHNOLOGY, s.byte(0x28) as usize).into(),
+                );
+                let modes = word(d, 0x29);
+                if modes & 0xfffe != 0 {
+                    put(
+                        key("MEMORY_OPERATING_MODE_CAPABILITY"),
+                        bit_names(OPERATING_MODE, modes).into(),
+                    );
+                }
+                string(&mut put, "FIRMWARE_VERSION", 0x2b);
+                let ids = [
+                    ("MODULE_MANUFACTURER_ID", 0x2c, true),
+                    ("MODULE_PRODUCT_ID", 0x2e, false),
+                    ("MEMORY_SUBSYSTEM_CONTROLLER_MANUFACTURER_ID", 0x30, true),
+                    ("MEMORY_SUBSYSTEM_CONTROLLER_PRODUCT_ID", 0x32, false),
+                ];
+                for (suffix, at, manufacturer) in ids {
+                    let code = word(d, at);
+                    if code == 0 {
+                        continue;
+                    }
+                    let v = if manufacturer {
+                        format!("Bank {}, Hex 0x{:02X}", (code & 0x7f) + 1, code >> 8)
+                    } else {
+                        format!("0x{code:04X}")
+                    };
+                    put(key(suffix), v.into());
+                }
+                for (suffix, at) in [
+                    ("NON_VOLATILE_SIZE", 0x34),
+                    ("VOLATILE_SIZE", 0x3c),
+                    ("CACHE_SIZE", 0x44),
+                    ("LOGICAL_SIZE", 0x4c),
+                ] {
+                    if d.len() < at + 8 {
+                        break;
+                    }
+                    let v = qword(d, at);
+                    if v != 0 && v != u64::MAX {
+                        put(key(suffix), v.to_string().into());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    // Not the arrays' own count: how many Memory Devices the table has,
+    // decoded or not, when it has any.
+    if slot > 0 {
+        out.push(("MEMORY_ARRAY_NUM_DEVICES".into(), slot.to_string().into()));
+    }
+    out
+}
+
+pub struct DmiMemoryId;
+
+impl Builtin for DmiMemoryId {
+    fn name(&self) -> &'static str {
+        "dmi_memory_id"
+    }
+
+    fn run(&self, call: &Call<'_>, out: &mut Properties) -> Result<(), Failure> {
+        if call.args.len() != 1 {
+            return Err(Failure::NotApplicable(
+                "dmi_memory_id: options are the program's".into(),
+            ));
+        }
+        let sysfs = call.device.sysfs();
+        let entry_file = sysfs.syspath(b"/firmware/dmi/tables/smbios_entry_point");
+        let failed = |what: &std::path::Path, e: std::io::Error| {
+            Failure::Error(format!("dmi_memory_id: {}: {e}", what.display()))
+        };
+        let mut entry = std::fs::read(&entry_file).map_err(|e| failed(&entry_file, e))?;
+        entry.truncate(0x20);
+        let (_, len, num) =
+            entry_point(&entry).map_err(|e| Failure::Error(format!("dmi_memory_id: {e}")))?;
+        // The kernel's DMI file starts with the table, whatever the entry
+        // point says of its address.
+        let table_file = sysfs.syspath(b"/firmware/dmi/tables/DMI");
+        let mut table = std::fs::read(&table_file).map_err(|e| failed(&table_file, e))?;
+        table.truncate(len as usize);
+        for (k, v) in decode(&table, num) {
+            out.push((k.into_bytes(), v));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn voltages_print_as_the_programs_printf_does() {
+        assert_eq!(voltage(1350), "1.35");
+        assert_eq!(voltage(1234), "1.234");
+        assert_eq!(voltage(1010), "1.01");
+        assert_eq!(voltage(65535), "65.535");
+        // Whole tenths: one significant digit.
+        assert_eq!(voltage(1200), "1");
+        assert_eq!(voltage(500), "0.5");
+        assert_eq!(voltage(1500), "2");
+        assert_eq!(voltage(2500), "2");
+        assert_eq!(voltage(9500), "1e+01");
+        assert_eq!(voltage(12000), "1e+01");
+        assert_eq!(voltage(15000), "2e+01");
+        assert_eq!(voltage(65500), "7e+01");
+    }
+
+    #[test]
+    fn strings_are_found_by_number() {
+        let data = [17u8, 4, 0, 0];
+        let s = Structure {
+            kind: 17,
+            data: &data,
+            strings: b"DIMM 0\0 Bank \0\0",
+        };
+        assert_eq!(s.string(0), b"Not Specified");
+        assert_eq!(s.string(1), b"DIMM 0");
+        assert_eq!(s.string(2), b" Bank ");
+        assert_eq!(s.string(3), b"<BAD INDEX>");
+    }
+}
