@@ -41,6 +41,9 @@ mod xfs;
 pub use enc::{encode_string, safe_string};
 pub use probe::Error;
 
+/// Fields of on-disk and firmware structures by offset, reading as zero
+/// past the end: SMBIOS tables and TPM replies are read with them too.
+pub use probe::{be16, be32, be64, le16, le32, le64};
 use probe::{Chain, IdInfo, PartList, Probe, CRYPTO, OTHER, RAID};
 use std::fs::File;
 use std::io;

@@ -398,42 +398,42 @@ pub(crate) fn ltrim(s: &[u8]) -> &[u8] {
 /// Little-endian and big-endian fields of on-disk structures; a field past
 /// the end of what was read reads as zero, which no prober accepts as a
 /// valid size or magic.
-pub(crate) fn le16(b: &[u8], at: usize) -> u16 {
+pub fn le16(b: &[u8], at: usize) -> u16 {
     match b.get(at..at + 2) {
         Some(s) => u16::from_le_bytes([s[0], s[1]]),
         None => 0,
     }
 }
 
-pub(crate) fn le32(b: &[u8], at: usize) -> u32 {
+pub fn le32(b: &[u8], at: usize) -> u32 {
     match b.get(at..at + 4) {
         Some(s) => u32::from_le_bytes([s[0], s[1], s[2], s[3]]),
         None => 0,
     }
 }
 
-pub(crate) fn le64(b: &[u8], at: usize) -> u64 {
+pub fn le64(b: &[u8], at: usize) -> u64 {
     match b.get(at..at + 8) {
         Some(s) => u64::from_le_bytes(s.try_into().unwrap_or([0; 8])),
         None => 0,
     }
 }
 
-pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
+pub fn be16(b: &[u8], at: usize) -> u16 {
     match b.get(at..at + 2) {
         Some(s) => u16::from_be_bytes([s[0], s[1]]),
         None => 0,
     }
 }
 
-pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
+pub fn be32(b: &[u8], at: usize) -> u32 {
     match b.get(at..at + 4) {
         Some(s) => u32::from_be_bytes([s[0], s[1], s[2], s[3]]),
         None => 0,
     }
 }
 
-pub(crate) fn be64(b: &[u8], at: usize) -> u64 {
+pub fn be64(b: &[u8], at: usize) -> u64 {
     match b.get(at..at + 8) {
         Some(s) => u64::from_be_bytes(s.try_into().unwrap_or([0; 8])),
         None => 0,

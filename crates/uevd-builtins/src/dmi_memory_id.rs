@@ -8,30 +8,14 @@
 //! value tables and number formats, its quirks included: a voltage in
 //! whole tenths is printed with one significant digit (1200 mV as `1`),
 //! as its `%.1g` does, and `MEMORY_ARRAY_NUM_DEVICES` counts the Memory
-//! Device structures rather than repeating the arrays' own counts. Options (`--from-dump`) are left
-//! to the program.
+//! Device structures rather than repeating the arrays' own counts.
+//! Options (`--from-dump`) are left to the program.
 
 use crate::{Builtin, Call, Failure, Properties};
+use uevd_blkid::{le16 as word, le32 as dword, le64 as qword};
+use uevd_text::text::{c_str, strstrip};
 
 const OUT_OF_SPEC: &str = "<OUT OF SPEC>";
-
-fn word(b: &[u8], at: usize) -> u16 {
-    b.get(at..at + 2)
-        .map_or(0, |w| u16::from_le_bytes([w[0], w[1]]))
-}
-
-fn dword(b: &[u8], at: usize) -> u32 {
-    b.get(at..at + 4)
-        .map_or(0, |w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-}
-
-fn qword(b: &[u8], at: usize) -> u64 {
-    b.get(at..at + 8).map_or(0, |w| {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(w);
-        u64::from_le_bytes(a)
-    })
-}
 
 fn checksum_ok(b: &[u8]) -> bool {
     b.iter().fold(0u8, |s, &c| s.wrapping_add(c)) == 0
@@ -94,20 +78,21 @@ impl Structure<'_> {
     }
 
     /// String `n` (from 1), as dmidecode's `dmi_string` finds it.
-    fn string(&self, n: u8) -> Vec<u8> {
+    fn string(&self, n: u8) -> &[u8] {
         if n == 0 {
-            return b"Not Specified".to_vec();
+            return b"Not Specified";
         }
         let mut rest = self.strings;
-        let cstr = |b: &[u8]| -> usize { b.iter().position(|&c| c == 0).unwrap_or(b.len()) };
-        let mut left = n;
-        while left > 1 && cstr(rest) > 0 {
-            rest = rest.get(cstr(rest) + 1..).unwrap_or_default();
-            left -= 1;
+        for _ in 1..n {
+            let len = c_str(rest).len();
+            if len == 0 {
+                break;
+            }
+            rest = rest.get(len + 1..).unwrap_or_default();
         }
-        match cstr(rest) {
-            0 => b"<BAD INDEX>".to_vec(),
-            len => rest[..len].to_vec(),
+        match c_str(rest) {
+            b"" => b"<BAD INDEX>",
+            s => s,
         }
     }
 }
@@ -325,202 +310,215 @@ pub fn voltage(mv: u16) -> String {
 }
 
 /// The properties of a decoded table, in the program's order.
-pub fn decode(table: &[u8], num: u16) -> Vec<(String, Vec<u8>)> {
-    let mut out: Vec<(String, Vec<u8>)> = Vec::new();
-    let mut put = |k: String, v: Vec<u8>| out.push((k, v));
-    let mut slot = 0u32;
+pub fn decode(table: &[u8], num: u16) -> Properties {
+    let mut out = Properties::new();
+    let mut devices = 0u32;
     for s in structures(table, num) {
-        let d = s.data;
         match s.kind {
-            16 => {
-                if d.len() < 0x0f || s.byte(0x05) != 0x03 {
-                    continue;
-                }
-                let loc = s.byte(0x04) as usize;
-                let location = match loc {
-                    0xa0..=0xa4 => ARRAY_LOCATION_A0[loc - 0xa0],
-                    _ => table_name(ARRAY_LOCATION, loc),
-                };
-                put("MEMORY_ARRAY_LOCATION".into(), location.into());
-                let ec = s.byte(0x06) as usize;
-                if ec != 0x03 {
-                    put(
-                        "MEMORY_ARRAY_EC_TYPE".into(),
-                        table_name(ARRAY_EC_TYPE, ec).into(),
-                    );
-                }
-                let max = dword(d, 0x07);
-                if max != 0x8000_0000 {
-                    put(
-                        "MEMORY_ARRAY_MAX_CAPACITY".into(),
-                        ((max as u64) << 10).to_string().into(),
-                    );
-                } else if d.len() >= 0x17 {
-                    put(
-                        "MEMORY_ARRAY_MAX_CAPACITY".into(),
-                        qword(d, 0x0f).to_string().into(),
-                    );
-                }
-            }
+            16 => memory_array(&s, &mut out),
             17 => {
-                let n = slot;
-                slot += 1;
-                if d.len() < 0x15 {
-                    continue;
-                }
-                let key = |suffix: &str| format!("MEMORY_DEVICE_{n}_{suffix}");
-                // Leading and trailing blanks go; an empty string is not
-                // printed. The bytes are the table's, not necessarily UTF-8.
-                let string = |put: &mut dyn FnMut(String, Vec<u8>), suffix: &str, at: usize| {
-                    let v = s.string(s.byte(at));
-                    let blank = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r');
-                    let first = v.iter().position(|c| !blank(c));
-                    let last = v.iter().rposition(|c| !blank(c));
-                    if let (Some(a), Some(b)) = (first, last) {
-                        put(key(suffix), v[a..=b].to_vec());
-                    }
-                };
-                for (suffix, at) in [("TOTAL_WIDTH", 0x08), ("DATA_WIDTH", 0x0a)] {
-                    let w = word(d, at);
-                    if w != 0 && w != 0xffff {
-                        put(key(suffix), w.to_string().into());
-                    }
-                }
-                let size = word(d, 0x0c);
-                if d.len() >= 0x20 && size == 0x7fff {
-                    put(
-                        key("SIZE"),
-                        (dword(d, 0x1c) as u64 * 1024 * 1024).to_string().into(),
-                    );
-                } else if size == 0 {
-                    put(key("PRESENT"), "0".into());
-                } else if size != 0xffff {
-                    let mut v = (size & 0x7fff) as u64;
-                    if size & 0x8000 == 0 {
-                        v <<= 10;
-                    }
-                    put(key("SIZE"), (v << 10).to_string().into());
-                }
-                put(
-                    key("FORM_FACTOR"),
-                    table_name(FORM_FACTOR, s.byte(0x0e) as usize).into(),
-                );
-                match s.byte(0x0f) {
-                    0 => {}
-                    0xff => put(key("SET"), "Unknown".into()),
-                    set => put(key("SET"), set.to_string().into()),
-                }
-                string(&mut put, "LOCATOR", 0x10);
-                string(&mut put, "BANK_LOCATOR", 0x11);
-                put(
-                    key("TYPE"),
-                    table_name(DEVICE_TYPE, s.byte(0x12) as usize).into(),
-                );
-                let detail = word(d, 0x13);
-                let detail = if detail & 0xfffe == 0 {
-                    "None".to_string()
-                } else {
-                    bit_names(TYPE_DETAIL, detail)
-                };
-                put(key("TYPE_DETAIL"), detail.into());
-                if d.len() < 0x17 {
-                    continue;
-                }
-                let speed = |put: &mut dyn FnMut(String, Vec<u8>), suffix: &str, at: usize| {
-                    let v = word(d, at);
-                    if v != 0 {
-                        put(key(suffix), v.to_string().into());
-                    }
-                };
-                speed(&mut put, "SPEED_MTS", 0x15);
-                if d.len() < 0x1b {
-                    continue;
-                }
-                string(&mut put, "MANUFACTURER", 0x17);
-                string(&mut put, "SERIAL_NUMBER", 0x18);
-                string(&mut put, "ASSET_TAG", 0x19);
-                string(&mut put, "PART_NUMBER", 0x1a);
-                if d.len() < 0x1c {
-                    continue;
-                }
-                let rank = s.byte(0x1b) & 0x0f;
-                if rank != 0 {
-                    put(key("RANK"), rank.to_string().into());
-                }
-                if d.len() < 0x22 {
-                    continue;
-                }
-                speed(&mut put, "CONFIGURED_SPEED_MTS", 0x20);
-                if d.len() < 0x28 {
-                    continue;
-                }
-                for (suffix, at) in [
-                    ("MINIMUM_VOLTAGE", 0x22),
-                    ("MAXIMUM_VOLTAGE", 0x24),
-                    ("CONFIGURED_VOLTAGE", 0x26),
-                ] {
-                    let mv = word(d, at);
-                    if mv != 0 {
-                        put(key(suffix), voltage(mv).into());
-                    }
-                }
-                if d.len() < 0x34 {
-                    continue;
-                }
-                put(
-                    key("MEMORY_TECHNOLOGY"),
-                    table_name(TECHNOLOGY, s.byte(0x28) as usize).into(),
-                );
-                let modes = word(d, 0x29);
-                if modes & 0xfffe != 0 {
-                    put(
-                        key("MEMORY_OPERATING_MODE_CAPABILITY"),
-                        bit_names(OPERATING_MODE, modes).into(),
-                    );
-                }
-                string(&mut put, "FIRMWARE_VERSION", 0x2b);
-                let ids = [
-                    ("MODULE_MANUFACTURER_ID", 0x2c, true),
-                    ("MODULE_PRODUCT_ID", 0x2e, false),
-                    ("MEMORY_SUBSYSTEM_CONTROLLER_MANUFACTURER_ID", 0x30, true),
-                    ("MEMORY_SUBSYSTEM_CONTROLLER_PRODUCT_ID", 0x32, false),
-                ];
-                for (suffix, at, manufacturer) in ids {
-                    let code = word(d, at);
-                    if code == 0 {
-                        continue;
-                    }
-                    let v = if manufacturer {
-                        format!("Bank {}, Hex 0x{:02X}", (code & 0x7f) + 1, code >> 8)
-                    } else {
-                        format!("0x{code:04X}")
-                    };
-                    put(key(suffix), v.into());
-                }
-                for (suffix, at) in [
-                    ("NON_VOLATILE_SIZE", 0x34),
-                    ("VOLATILE_SIZE", 0x3c),
-                    ("CACHE_SIZE", 0x44),
-                    ("LOGICAL_SIZE", 0x4c),
-                ] {
-                    if d.len() < at + 8 {
-                        break;
-                    }
-                    let v = qword(d, at);
-                    if v != 0 && v != u64::MAX {
-                        put(key(suffix), v.to_string().into());
-                    }
-                }
+                memory_device(&s, devices, &mut out);
+                devices += 1;
             }
             _ => {}
         }
     }
     // Not the arrays' own count: how many Memory Devices the table has,
     // decoded or not, when it has any.
-    if slot > 0 {
-        out.push(("MEMORY_ARRAY_NUM_DEVICES".into(), slot.to_string().into()));
+    if devices > 0 {
+        line(&mut out, "MEMORY_ARRAY_NUM_DEVICES", devices.to_string());
     }
     out
+}
+
+/// One line of the program's output. Keys repeat when the table has
+/// several arrays, as the program prints them; the rules read the lines in
+/// order.
+fn line(out: &mut Properties, key: &str, value: impl Into<Vec<u8>>) {
+    out.push((key.as_bytes().to_vec(), value.into()));
+}
+
+/// A Physical Memory Array (type 16) used as system memory.
+fn memory_array(s: &Structure<'_>, out: &mut Properties) {
+    let d = s.data;
+    if d.len() < 0x0f || s.byte(0x05) != 0x03 {
+        return;
+    }
+    let loc = s.byte(0x04) as usize;
+    let location = match loc {
+        0xa0..=0xa4 => ARRAY_LOCATION_A0[loc - 0xa0],
+        _ => table_name(ARRAY_LOCATION, loc),
+    };
+    line(out, "MEMORY_ARRAY_LOCATION", location);
+    let ec = s.byte(0x06) as usize;
+    if ec != 0x03 {
+        line(out, "MEMORY_ARRAY_EC_TYPE", table_name(ARRAY_EC_TYPE, ec));
+    }
+    let max = dword(d, 0x07);
+    if max != 0x8000_0000 {
+        line(
+            out,
+            "MEMORY_ARRAY_MAX_CAPACITY",
+            ((max as u64) << 10).to_string(),
+        );
+    } else if d.len() >= 0x17 {
+        line(out, "MEMORY_ARRAY_MAX_CAPACITY", qword(d, 0x0f).to_string());
+    }
+}
+
+/// The `MEMORY_DEVICE_<n>_*` properties of one Memory Device.
+struct DeviceOut<'a, 'b> {
+    s: &'a Structure<'a>,
+    n: u32,
+    out: &'b mut Properties,
+}
+
+impl DeviceOut<'_, '_> {
+    fn put(&mut self, suffix: &str, value: impl Into<Vec<u8>>) {
+        let key = format!("MEMORY_DEVICE_{}_{suffix}", self.n);
+        self.out.push((key.into_bytes(), value.into()));
+    }
+
+    /// A string, blanks around it dropped; an empty one is not printed.
+    fn string(&mut self, suffix: &str, at: usize) {
+        let v = strstrip(self.s.string(self.s.byte(at)));
+        if !v.is_empty() {
+            let v = v.to_vec();
+            self.put(suffix, v);
+        }
+    }
+
+    /// A number, unless it is 0 (unknown).
+    fn nonzero(&mut self, suffix: &str, v: impl Into<u64>) {
+        let v = v.into();
+        if v != 0 {
+            self.put(suffix, v.to_string());
+        }
+    }
+}
+
+/// A Memory Device (type 17); each SMBIOS version's fields as far as the
+/// structure's length reaches.
+fn memory_device(s: &Structure<'_>, n: u32, out: &mut Properties) {
+    let d = s.data;
+    if d.len() < 0x15 {
+        return;
+    }
+    let mut o = DeviceOut { s, n, out };
+    for (suffix, at) in [("TOTAL_WIDTH", 0x08), ("DATA_WIDTH", 0x0a)] {
+        let w = word(d, at);
+        if w != 0xffff {
+            o.nonzero(suffix, w);
+        }
+    }
+    let size = word(d, 0x0c);
+    if d.len() >= 0x20 && size == 0x7fff {
+        o.put("SIZE", (dword(d, 0x1c) as u64 * 1024 * 1024).to_string());
+    } else if size == 0 {
+        o.put("PRESENT", "0");
+    } else if size != 0xffff {
+        // In MiB, or KiB with the top bit set.
+        let kib = match size & 0x8000 {
+            0 => (size as u64) << 10,
+            _ => (size & 0x7fff) as u64,
+        };
+        o.put("SIZE", (kib << 10).to_string());
+    }
+    o.put(
+        "FORM_FACTOR",
+        table_name(FORM_FACTOR, s.byte(0x0e) as usize),
+    );
+    match s.byte(0x0f) {
+        0xff => o.put("SET", "Unknown"),
+        set => o.nonzero("SET", set),
+    }
+    o.string("LOCATOR", 0x10);
+    o.string("BANK_LOCATOR", 0x11);
+    o.put("TYPE", table_name(DEVICE_TYPE, s.byte(0x12) as usize));
+    let detail = word(d, 0x13);
+    match detail & 0xfffe {
+        0 => o.put("TYPE_DETAIL", "None"),
+        _ => o.put("TYPE_DETAIL", bit_names(TYPE_DETAIL, detail)),
+    }
+    if d.len() < 0x17 {
+        return;
+    }
+    o.nonzero("SPEED_MTS", word(d, 0x15));
+    if d.len() < 0x1b {
+        return;
+    }
+    o.string("MANUFACTURER", 0x17);
+    o.string("SERIAL_NUMBER", 0x18);
+    o.string("ASSET_TAG", 0x19);
+    o.string("PART_NUMBER", 0x1a);
+    if d.len() < 0x1c {
+        return;
+    }
+    o.nonzero("RANK", s.byte(0x1b) & 0x0f);
+    if d.len() < 0x22 {
+        return;
+    }
+    o.nonzero("CONFIGURED_SPEED_MTS", word(d, 0x20));
+    if d.len() < 0x28 {
+        return;
+    }
+    for (suffix, at) in [
+        ("MINIMUM_VOLTAGE", 0x22),
+        ("MAXIMUM_VOLTAGE", 0x24),
+        ("CONFIGURED_VOLTAGE", 0x26),
+    ] {
+        let mv = word(d, at);
+        if mv != 0 {
+            o.put(suffix, voltage(mv));
+        }
+    }
+    if d.len() < 0x34 {
+        return;
+    }
+    o.put(
+        "MEMORY_TECHNOLOGY",
+        table_name(TECHNOLOGY, s.byte(0x28) as usize),
+    );
+    let modes = word(d, 0x29);
+    if modes & 0xfffe != 0 {
+        o.put(
+            "MEMORY_OPERATING_MODE_CAPABILITY",
+            bit_names(OPERATING_MODE, modes),
+        );
+    }
+    o.string("FIRMWARE_VERSION", 0x2b);
+    // Manufacturers as JEDEC codes: the bank is the number of
+    // continuation codes plus one.
+    for (suffix, at, jedec) in [
+        ("MODULE_MANUFACTURER_ID", 0x2c, true),
+        ("MODULE_PRODUCT_ID", 0x2e, false),
+        ("MEMORY_SUBSYSTEM_CONTROLLER_MANUFACTURER_ID", 0x30, true),
+        ("MEMORY_SUBSYSTEM_CONTROLLER_PRODUCT_ID", 0x32, false),
+    ] {
+        let code = word(d, at);
+        if code == 0 {
+            continue;
+        }
+        let v = match jedec {
+            true => format!("Bank {}, Hex 0x{:02X}", (code & 0x7f) + 1, code >> 8),
+            false => format!("0x{code:04X}"),
+        };
+        o.put(suffix, v);
+    }
+    for (suffix, at) in [
+        ("NON_VOLATILE_SIZE", 0x34),
+        ("VOLATILE_SIZE", 0x3c),
+        ("CACHE_SIZE", 0x44),
+        ("LOGICAL_SIZE", 0x4c),
+    ] {
+        if d.len() < at + 8 {
+            break;
+        }
+        let v = qword(d, at);
+        if v != u64::MAX {
+            o.nonzero(suffix, v);
+        }
+    }
 }
 
 pub struct DmiMemoryId;
@@ -536,23 +534,21 @@ impl Builtin for DmiMemoryId {
                 "dmi_memory_id: options are the program's".into(),
             ));
         }
-        let sysfs = call.device.sysfs();
-        let entry_file = sysfs.syspath(b"/firmware/dmi/tables/smbios_entry_point");
-        let failed = |what: &std::path::Path, e: std::io::Error| {
-            Failure::Error(format!("dmi_memory_id: {}: {e}", what.display()))
+        let read = |name: &str| {
+            let path = call
+                .device
+                .sysfs()
+                .syspath(format!("/firmware/dmi/tables/{name}").as_bytes());
+            std::fs::read(&path)
+                .map_err(|e| Failure::Error(format!("dmi_memory_id: {}: {e}", path.display())))
         };
-        let mut entry = std::fs::read(&entry_file).map_err(|e| failed(&entry_file, e))?;
-        entry.truncate(0x20);
-        let (_, len, num) =
-            entry_point(&entry).map_err(|e| Failure::Error(format!("dmi_memory_id: {e}")))?;
+        let entry = read("smbios_entry_point")?;
+        let (_, len, num) = entry_point(&entry[..entry.len().min(0x20)])
+            .map_err(|e| Failure::Error(format!("dmi_memory_id: {e}")))?;
         // The kernel's DMI file starts with the table, whatever the entry
         // point says of its address.
-        let table_file = sysfs.syspath(b"/firmware/dmi/tables/DMI");
-        let mut table = std::fs::read(&table_file).map_err(|e| failed(&table_file, e))?;
-        table.truncate(len as usize);
-        for (k, v) in decode(&table, num) {
-            out.push((k.into_bytes(), v));
-        }
+        let table = read("DMI")?;
+        out.extend(decode(&table[..table.len().min(len as usize)], num));
         Ok(())
     }
 }

@@ -42,6 +42,17 @@ pub struct Call<'a> {
     pub test: bool,
 }
 
+impl Call<'_> {
+    /// The event's device node in the manager's device directory; `None`
+    /// for a device without one.
+    pub fn node(&self) -> Option<std::path::PathBuf> {
+        use std::os::unix::ffi::OsStrExt;
+        let name = self.device.devname()?;
+        let root = std::path::Path::new(std::ffi::OsStr::from_bytes(self.env.dev_root()));
+        Some(root.join(std::ffi::OsStr::from_bytes(name)))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Failure {
     /// The device is not one this builtin handles (e.g. usb_id on a non-USB device). IMPORT is false; not worth more than a debug log.

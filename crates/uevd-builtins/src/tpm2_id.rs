@@ -19,7 +19,7 @@
 
 use crate::{set, Builtin, Call, Failure, Properties};
 use std::io::{Read, Write};
-use std::os::unix::ffi::OsStrExt;
+use uevd_blkid::be32;
 
 const TPM2_ST_NO_SESSIONS: u16 = 0x8001;
 const TPM2_CC_GET_CAPABILITY: u32 = 0x0000_017a;
@@ -112,41 +112,40 @@ fn mangle(raw: &[u8]) -> String {
         .collect()
 }
 
-fn be32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
 /// Reads the response to [`command`].
 pub fn parse(reply: &[u8]) -> Result<VendorInfo, String> {
     let short = || format!("the TPM's answer is cut short ({} bytes)", reply.len());
-    let size = be32(reply, 2).ok_or_else(short)? as usize;
-    let rc = be32(reply, 6).ok_or_else(short)?;
+    // 10 bytes of header (tag, size, response code), then moreData (one
+    // byte), the capability, the number of properties and the properties.
+    if reply.len() < 10 {
+        return Err(short());
+    }
+    let rc = be32(reply, 6);
     if rc != TPM2_RC_SUCCESS {
         return Err(format!(
             "the TPM refused GetCapability: response code 0x{rc:x}"
         ));
     }
-    if size > reply.len() {
-        return Err(short());
-    }
-    let reply = &reply[..size];
-    // 10 bytes of header, then moreData (one byte), the capability and
-    // the number of properties.
-    let capability = be32(reply, 11).ok_or_else(short)?;
+    let size = be32(reply, 2) as usize;
+    let reply = reply
+        .get(..size)
+        .filter(|r| r.len() >= 19)
+        .ok_or_else(short)?;
+    let capability = be32(reply, 11);
     if capability != TPM2_CAP_TPM_PROPERTIES {
         return Err(format!(
             "the TPM answered with capability {capability}, not the properties asked for"
         ));
     }
-    let count = be32(reply, 15).ok_or_else(short)? as usize;
+    let count = be32(reply, 15) as usize;
+    if reply.len() < 19 + 8 * count {
+        return Err(short());
+    }
     let mut info = VendorInfo::default();
     let (mut family, mut manufacturer, mut vendor) = ([0u8; 4], [0u8; 4], [0u8; 16]);
     for i in 0..count {
         let at = 19 + 8 * i;
-        let (property, value) = match (be32(reply, at), be32(reply, at + 4)) {
-            (Some(p), Some(v)) => (p, v),
-            _ => return Err(short()),
-        };
+        let (property, value) = (be32(reply, at), be32(reply, at + 4));
         match property {
             PT_FAMILY_INDICATOR => family = value.to_be_bytes(),
             PT_LEVEL => info.level = value,
@@ -208,11 +207,9 @@ impl Builtin for Tpm2Id {
         if call.args.len() != 2 || call.args[1] != b"identify" {
             return Err(Failure::Error("tpm2_id: expected: identify".into()));
         }
-        let Some(name) = call.device.devname() else {
+        let Some(node) = call.node() else {
             return Err(Failure::Error("tpm2_id: the device has no node".into()));
         };
-        let node = std::path::Path::new(std::ffi::OsStr::from_bytes(call.env.dev_root()))
-            .join(std::ffi::OsStr::from_bytes(name));
         let info = query(&node).map_err(|e| Failure::Error(format!("tpm2_id: {e}")))?;
         if !info.manufacturer.is_empty() {
             set(out, "ID_TPM2_MANUFACTURER", info.manufacturer.as_str());

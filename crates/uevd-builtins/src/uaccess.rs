@@ -74,10 +74,9 @@ fn apply(seats: &Path, call: &Call<'_>) -> Result<(), Failure> {
     if !logind_running(seats) {
         return Ok(());
     }
-    let Some(devname) = call.device.devname() else {
+    let Some(node) = call.node() else {
         return Err(Failure::Error("no device node".into()));
     };
-    let node = Path::new(OsStr::from_bytes(call.env.dev_root())).join(OsStr::from_bytes(devname));
     let seat = call
         .env
         .property(b"ID_SEAT")

@@ -75,39 +75,28 @@ const DDR4: Dev = Dev {
 /// A Memory Device's formatted area (after the header), laid out as
 /// SMBIOS 3.3 has it.
 fn device(v: Dev) -> Vec<u8> {
-    let Dev {
-        len,
-        size,
-        ext_mb,
-        form,
-        set,
-        kind,
-        detail,
-        volts,
-        rank,
-    } = v;
     let mut b = vec![0u8; 0x54];
     b[0x04..0x06].copy_from_slice(&le16(0x1000)); // array handle
     b[0x08..0x0a].copy_from_slice(&le16(72));
     b[0x0a..0x0c].copy_from_slice(&le16(64));
-    b[0x0c..0x0e].copy_from_slice(&le16(size));
-    b[0x0e] = form;
-    b[0x0f] = set;
+    b[0x0c..0x0e].copy_from_slice(&le16(v.size));
+    b[0x0e] = v.form;
+    b[0x0f] = v.set;
     b[0x10] = 1; // locator
     b[0x11] = 2; // bank locator
-    b[0x12] = kind;
-    b[0x13..0x15].copy_from_slice(&le16(detail));
+    b[0x12] = v.kind;
+    b[0x13..0x15].copy_from_slice(&le16(v.detail));
     b[0x15..0x17].copy_from_slice(&le16(3200));
     b[0x17] = 3; // manufacturer
     b[0x18] = 4; // serial
     b[0x19] = 0; // asset tag: "Not Specified"
     b[0x1a] = 7; // part number: no such string
-    b[0x1b] = rank;
-    b[0x1c..0x20].copy_from_slice(&ext_mb.to_le_bytes());
+    b[0x1b] = v.rank;
+    b[0x1c..0x20].copy_from_slice(&v.ext_mb.to_le_bytes());
     b[0x20..0x22].copy_from_slice(&le16(2933));
-    b[0x22..0x24].copy_from_slice(&le16(volts[0]));
-    b[0x24..0x26].copy_from_slice(&le16(volts[1]));
-    b[0x26..0x28].copy_from_slice(&le16(volts[2]));
+    b[0x22..0x24].copy_from_slice(&le16(v.volts[0]));
+    b[0x24..0x26].copy_from_slice(&le16(v.volts[1]));
+    b[0x26..0x28].copy_from_slice(&le16(v.volts[2]));
     b[0x28] = 0x03;
     b[0x29..0x2b].copy_from_slice(&le16(0x0018));
     b[0x2b] = 5; // firmware version
@@ -119,7 +108,7 @@ fn device(v: Dev) -> Vec<u8> {
     b[0x3c..0x44].copy_from_slice(&(16u64 << 30).to_le_bytes());
     b[0x44..0x4c].copy_from_slice(&u64::MAX.to_le_bytes());
     b[0x4c..0x54].copy_from_slice(&(1u64 << 33).to_le_bytes());
-    b.truncate(len);
+    b.truncate(v.len);
     b.split_off(4)
 }
 
@@ -297,7 +286,13 @@ fn ours(dump: &[u8]) -> Option<String> {
     Some(
         decode(table, num)
             .into_iter()
-            .map(|(k, v)| format!("{k}={}\n", String::from_utf8_lossy(&v)))
+            .map(|(k, v)| {
+                format!(
+                    "{}={}\n",
+                    String::from_utf8_lossy(&k),
+                    String::from_utf8_lossy(&v)
+                )
+            })
             .collect(),
     )
 }

@@ -13,7 +13,7 @@ use super::specifier::Specifiers;
 use super::words::{
     env_assignment_valid, fnmatch, ifname_valid, parse_hw_addr, words, Extract, HwAddr,
 };
-use crate::text::utf8_is_valid;
+use crate::text::{strstrip as strip, utf8_is_valid};
 use crate::Env;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -388,13 +388,6 @@ fn lines(text: &[u8]) -> Vec<&[u8]> {
         out.push(&text[start..]);
     }
     out
-}
-
-fn strip(s: &[u8]) -> &[u8] {
-    let ws = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r');
-    let start = s.iter().position(|c| !ws(c)).unwrap_or(s.len());
-    let end = s.iter().rposition(|c| !ws(c)).map_or(start, |e| e + 1);
-    &s[start..end.max(start)]
 }
 
 const SECTIONS: &[&[u8]] = &[b"Match", b"Link", b"SR-IOV"];

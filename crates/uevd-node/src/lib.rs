@@ -253,7 +253,9 @@ impl DevDir {
         let parts = components(name)?;
         let (last, dirs) = parts.split_last().expect("components() is never empty");
         if dirs.len() > 1 {
-            if let Some(found) = self.open_beneath(name, &name[..name.len() - last.len() - 1]) {
+            if let Some(found) =
+                self.open_beneath(name, &name[..name.len() - last.len() - 1], create)
+            {
                 return found.map(|fd| (Dir::Sub(fd), *last));
             }
         }
@@ -282,8 +284,8 @@ impl DevDir {
     /// can refuse a symlink anywhere on the way itself (openat2 with
     /// RESOLVE_NO_SYMLINKS): an open and a close fewer per directory than
     /// the walk. `None` when the walk must do it: a directory is missing
-    /// (the walk makes it, or reports it), or the kernel has no openat2.
-    fn open_beneath(&self, name: &[u8], dirs: &[u8]) -> Option<Result<OwnedFd>> {
+    /// and is to be made, or the kernel has no openat2.
+    fn open_beneath(&self, name: &[u8], dirs: &[u8], create: bool) -> Option<Result<OwnedFd>> {
         if !self.openat2.load(Ordering::Relaxed) {
             return None;
         }
@@ -294,6 +296,8 @@ impl DevDir {
         match rfs::openat2(&self.fd, dirs, flags, Mode::empty(), resolve) {
             Ok(fd) => Some(Ok(fd)),
             Err(Errno::LOOP | Errno::NOTDIR) => Some(Err(err(name, NodeErrorKind::Planted))),
+            // Nothing to make: the walk would only find the same hole.
+            Err(Errno::NOENT) if !create => Some(Err(err(name, NodeErrorKind::Io(Errno::NOENT)))),
             // Old kernels, and sandboxes that filter what they do not know.
             Err(Errno::NOSYS | Errno::PERM) => {
                 self.openat2.store(false, Ordering::Relaxed);

@@ -25,6 +25,20 @@ pub fn is_systemd_whitespace(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\n' | b'\r')
 }
 
+/// systemd's `strstrip()`: `s` without leading and trailing [systemd
+/// whitespace](is_systemd_whitespace).
+pub fn strstrip(s: &[u8]) -> &[u8] {
+    let start = s
+        .iter()
+        .position(|&c| !is_systemd_whitespace(c))
+        .unwrap_or(s.len());
+    let end = s
+        .iter()
+        .rposition(|&c| !is_systemd_whitespace(c))
+        .map_or(start, |e| e + 1);
+    &s[start..end]
+}
+
 fn at(s: &[u8], i: usize) -> u8 {
     s.get(i).copied().unwrap_or(0)
 }
@@ -268,6 +282,14 @@ pub fn fits(s: Vec<u8>, size: usize) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn strstrip_drops_systemd_whitespace_around_only() {
+        assert_eq!(strstrip(b" \t a b\r\n"), b"a b");
+        assert_eq!(strstrip(b"\x0ba\x0c"), b"\x0ba\x0c", "not \\v or \\f");
+        assert_eq!(strstrip(b" \t "), b"");
+        assert_eq!(strstrip(b""), b"");
+    }
+
     use super::*;
 
     #[test]
