@@ -127,6 +127,8 @@ pub fn run(config: Config) -> io::Result<()> {
     }
     // Before any thread starts, so that every thread inherits the mask.
     let signals = Signals::block()?;
+    let drain = Arc::new(Drain::new()?);
+    let inbox = Inbox::new()?;
 
     let timeline = &opts.timeline;
     let (journal, journal_writer) = match timeline {
@@ -139,6 +141,17 @@ pub fn run(config: Config) -> io::Result<()> {
         },
         None => (Journal::disabled(), None),
     };
+    // Nothing after this fails. Every socket is bound: from now on an
+    // event waits in the kernel socket, and a request in the control
+    // socket's backlog, until the rules are loaded and they are read. So
+    // whoever detached the daemon (an initramfs, a boot script) goes on
+    // now, and its trigger walks sysfs while the rules load rather than
+    // after. (A service manager hears READY=1 only once events are
+    // processed, below.)
+    if let Some(fd) = ready {
+        signal_ready(fd);
+        journal.mark("detached", "");
+    }
     let broadcaster = if !opts.broadcast {
         None
     } else {
@@ -159,6 +172,7 @@ pub fn run(config: Config) -> io::Result<()> {
     let devtmpfs = dev.devtmpfs();
     let rules_config = config.rules.clone();
     let rules = load_rules(&rules_config);
+    journal.mark("rules-loaded", rules.line_count().to_string());
     apply_static_nodes(&dev, &rules);
     let processor = Arc::new(Processor::new(
         sysfs.clone(),
@@ -199,8 +213,8 @@ pub fn run(config: Config) -> io::Result<()> {
         rejected_log: RateLimit::new(10, std::time::Duration::from_secs(1)),
         rules_config,
         rules_checked: Instant::now(),
-        drain: Arc::new(Drain::new()?),
-        inbox: Inbox::new()?,
+        drain,
+        inbox,
         udev_control,
         varlink,
         log_level: config.log_level,
@@ -213,9 +227,6 @@ pub fn run(config: Config) -> io::Result<()> {
         walked: None,
         exit_waiters: Vec::new(),
     };
-    if let Some(fd) = ready {
-        signal_ready(fd);
-    }
     crate::notify::ready();
     let saved_path = crate::saved::path(&config.run);
     d.restore(crate::saved::take(&saved_path));

@@ -14,6 +14,14 @@
 //! again when that insertion ends, so that five devices asking for one
 //! slow driver hold one thread, not five, and unrelated drivers go on.
 //!
+//! What a load already under way needs comes first: a dependency handed
+//! on by a driver's request, and a request coming back from being parked,
+//! go to the front of the queue, not behind the drivers every device of a
+//! coldplug asked for meanwhile. A driver's libraries then go in side by
+//! side as soon as it is asked for, and the driver right after them; at
+//! the back of the queue they waited until a thread was free, and the
+//! driver's own thread reached each of them first, one after another.
+//!
 //! A device's driver is asked for twice in the daemon: ahead, when its
 //! event arrives, and by its event's own rules. The second request of the
 //! same device for the same name is answered by the first (noted in
@@ -34,9 +42,20 @@ struct State {
     /// Asked for and not finished: queued plus running.
     pending: usize,
     threads: usize,
+    /// At most this many threads (0: [`default_threads`]).
+    max_threads: usize,
     sleeping: usize,
     /// Device (its devpath) -> the name asked for ahead on its behalf.
     ahead: HashMap<Box<[u8]>, String>,
+}
+
+/// Where new requests join the queue.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Behind everything asked for before: a device's driver.
+    Back,
+    /// Ahead of it: what a load under way needs.
+    Front,
 }
 
 #[derive(Default)]
@@ -46,12 +65,15 @@ pub(crate) struct Background {
     idle: Condvar,
 }
 
-/// Threads at most: module inits mostly sleep or hold the kernel's own
-/// locks, so more threads than CPUs pay off, and a few more than the
-/// widest fan-out of one device (its aliases) is enough.
-fn max_threads() -> usize {
+/// Threads at most, by default: module inits mostly sleep (probes,
+/// firmware, resets) or wait for the kernel's own locks, so a thread is
+/// worth its stack whenever a module could go in; the loads of a boot are
+/// a few dozen modules at once at most, each asked for once however many
+/// devices ask. A cap below that held drivers whose dependencies were in
+/// behind slow inits on every thread.
+fn default_threads() -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (4 * cpus).clamp(8, 32)
+    (16 * cpus).clamp(32, 128)
 }
 
 impl Background {
@@ -66,7 +88,14 @@ impl Loader {
     /// load is. A name already waiting is not queued twice.
     pub fn load_in_background(&'static self, names_or_aliases: &[&str]) {
         let st = self.background.lock();
-        self.queue_locked(st, names_or_aliases.iter().copied());
+        self.queue_locked(st, names_or_aliases.iter().copied(), Place::Back);
+    }
+
+    /// At most `threads` loads in the background at once (at least one);
+    /// the default suits module inits that sleep. Threads already running
+    /// are kept.
+    pub fn set_background_threads(&self, threads: usize) {
+        self.background.lock().max_threads = threads.max(1);
     }
 
     /// Starts loading, in the background, the name each device's event
@@ -77,7 +106,7 @@ impl Loader {
         for (device, name) in requests {
             st.ahead.insert(Box::from(*device), (*name).to_owned());
         }
-        self.queue_locked(st, requests.iter().map(|(_, name)| *name));
+        self.queue_locked(st, requests.iter().map(|(_, name)| *name), Place::Back);
     }
 
     /// [`Loader::load_in_background`] for a device's event, less the name
@@ -99,7 +128,7 @@ impl Loader {
             .iter()
             .copied()
             .filter(|n| ahead.as_deref() != Some(*n));
-        self.queue_locked(st, names);
+        self.queue_locked(st, names, Place::Back);
     }
 
     /// The device's event is done: what was asked for ahead for it no
@@ -115,14 +144,30 @@ impl Loader {
         &'static self,
         mut st: std::sync::MutexGuard<'_, State>,
         names_or_aliases: impl Iterator<Item = &'n str>,
+        place: Place,
     ) {
         let bg = &self.background;
+        let mut front = Vec::new();
         for name in names_or_aliases {
             if !st.queued.insert(name.to_owned()) {
+                if place == Place::Front {
+                    // Asked for before, by a device: now a load under way
+                    // needs it.
+                    if let Some(at) = st.queue.iter().position(|q| q == name) {
+                        front.extend(st.queue.remove(at));
+                    }
+                }
                 continue;
             }
-            st.queue.push_back(name.to_owned());
             st.pending += 1;
+            match place {
+                Place::Back => st.queue.push_back(name.to_owned()),
+                Place::Front => front.push(name.to_owned()),
+            }
+        }
+        // In the order given, ahead of everything queued before.
+        for name in front.into_iter().rev() {
+            st.queue.push_front(name);
         }
         let ready = st.queue.len();
         if st.sleeping >= ready {
@@ -132,7 +177,11 @@ impl Loader {
             return;
         }
         bg.work.notify_all();
-        let wanted = (ready - st.sleeping).min(max_threads().saturating_sub(st.threads));
+        let max = match st.max_threads {
+            0 => default_threads(),
+            n => n,
+        };
+        let wanted = (ready - st.sleeping).min(max.saturating_sub(st.threads));
         for _ in 0..wanted {
             let spawned = std::thread::Builder::new()
                 .name("modules".into())
@@ -159,7 +208,10 @@ impl Loader {
 
     fn background_thread(&'static self) {
         let bg = &self.background;
-        let spread = |names: &[&str]| self.load_in_background(names);
+        let spread = |names: &[&str]| {
+            let st = bg.lock();
+            self.queue_locked(st, names.iter().copied(), Place::Front);
+        };
         let mut st = bg.lock();
         loop {
             if let Some(name) = st.queue.pop_front() {
@@ -188,12 +240,13 @@ impl Loader {
     }
 
     /// Requests parked on a module whose insertion just ended: queued
-    /// again (they are still counted as pending).
+    /// again, first in line, since what they waited for is in (they are
+    /// still counted as pending).
     pub(crate) fn unpark(&self, requests: Vec<String>) {
         let bg = &self.background;
         let mut st = bg.lock();
-        for r in requests {
-            st.queue.push_back(r);
+        for r in requests.into_iter().rev() {
+            st.queue.push_front(r);
             bg.work.notify_one();
         }
     }

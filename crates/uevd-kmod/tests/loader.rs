@@ -105,11 +105,20 @@ struct FakeKernel {
     /// Modules whose insertion does not end until `open_gate`.
     gated: HashSet<String>,
     gate: (Mutex<bool>, std::sync::Condvar),
+    /// Gated modules whose insertion may end before the gate opens.
+    released: Mutex<HashSet<String>>,
 }
 
 impl FakeKernel {
     fn open_gate(&self) {
         *self.gate.0.lock().unwrap() = true;
+        self.gate.1.notify_all();
+    }
+
+    /// Lets one gated module's insertion end.
+    fn release(&self, module: &str) {
+        let _open = self.gate.0.lock().unwrap();
+        self.released.lock().unwrap().insert(module.to_owned());
         self.gate.1.notify_all();
     }
 
@@ -166,7 +175,7 @@ impl Backend for FakeKernel {
         std::thread::sleep(self.delay);
         if self.gated.contains(module) {
             let mut open = self.gate.0.lock().unwrap();
-            while !*open {
+            while !*open && !self.released.lock().unwrap().contains(module) {
                 open = self.gate.1.wait(open).unwrap();
             }
         }
@@ -780,4 +789,67 @@ fn a_failing_dependency_handed_on_stops_the_driver_and_is_not_retried_over_and_o
     assert!(!inserted.iter().any(|m| m == "drv"), "{inserted:?}");
     let bad = inserted.iter().filter(|m| *m == "bad").count();
     assert!((1..=2).contains(&bad), "{inserted:?}");
+}
+
+/// Every thread is held by a slow init, and devices have asked for
+/// virtio_pci and then for more drivers. When a thread comes free it takes
+/// virtio_pci, whose libraries it hands on; when another comes free, it
+/// takes those libraries before the drivers asked for after virtio_pci.
+/// Were they queued behind those drivers, the thread would take a driver
+/// with a slow init, and virtio_pci would wait for its libraries one
+/// after another on its own thread.
+#[test]
+fn what_a_load_under_way_needs_goes_in_before_drivers_asked_for_later() {
+    let deps: &[(&str, &[&str])] = &[
+        ("busy", &[]),
+        ("slow0", &[]),
+        ("slow1", &[]),
+        ("ring", &[]),
+        ("virtio", &["ring"]),
+        ("modern", &[]),
+        ("legacy", &[]),
+        ("pci", &["legacy", "modern", "virtio", "ring"]),
+        ("later0", &[]),
+        ("later1", &[]),
+    ];
+    let t = tree(deps, &[], &[], "", false);
+    let kernel = Arc::new(FakeKernel {
+        needs: deps
+            .iter()
+            .map(|(m, d)| (m.to_string(), d.iter().map(|s| s.to_string()).collect()))
+            .collect(),
+        gated: ["busy", "slow0", "slow1", "ring", "later0", "later1"]
+            .map(String::from)
+            .into(),
+        ..FakeKernel::default()
+    });
+    let loader: &'static Loader = Box::leak(Box::new(Loader::new(
+        resolver(&t),
+        Box::new(Shared(kernel.clone())),
+    )));
+    loader.set_background_threads(3);
+    loader.load_in_background(&["busy", "slow0", "slow1"]);
+    assert!(kernel.wait_inserted(&["busy", "slow0", "slow1"]));
+    loader.load_in_background(&["pci", "later0", "later1"]);
+    kernel.release("slow0");
+    // virtio_pci's thread has handed its libraries on and inserts the first.
+    assert!(kernel.wait_inserted(&["ring"]), "{:?}", kernel.inserted());
+    kernel.release("slow1");
+    assert!(
+        kernel.wait_inserted(&["modern", "legacy"]),
+        "inserted: {:?}",
+        kernel.inserted()
+    );
+    let inserted = kernel.inserted();
+    let at = |m: &str| inserted.iter().position(|i| i == m);
+    assert!(
+        at("later0").is_none_or(|l| l > at("legacy").unwrap() && l > at("modern").unwrap()),
+        "{inserted:?}"
+    );
+    kernel.open_gate();
+    assert!(loader.wait_background(std::time::Instant::now() + Duration::from_secs(20)));
+    let inserted = kernel.inserted();
+    assert_eq!(inserted.len(), deps.len(), "{inserted:?}");
+    assert_eq!(inserted.iter().filter(|m| *m == "pci").count(), 1);
+    assert!(kernel.order_errors.lock().unwrap().is_empty());
 }

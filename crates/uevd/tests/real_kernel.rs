@@ -494,6 +494,18 @@ fn daemon_mode_detaches_once_ready_and_exits_on_request() {
     assert!(!lab.run().join("udev/control").exists());
     let logged = std::fs::read_to_string(lab.outside(&log)).unwrap();
     assert!(logged.contains("listening:"), "{logged}");
+    // It let its caller go on before reading the rules (the interface
+    // above waited in the kernel socket meanwhile, if it came first).
+    let timeline = std::fs::read_to_string(lab.run().join("uevd/timeline.jsonl")).unwrap();
+    let mark = |name: &str| {
+        let tag = format!(r#""type":"mark","name":"{name}""#);
+        timeline.lines().position(|l| l.contains(&tag))
+    };
+    let (detached, loaded) = (mark("detached"), mark("rules-loaded"));
+    assert!(
+        detached.is_some() && loaded.is_some() && detached < loaded,
+        "{timeline}"
+    );
     // With nobody to answer, settle has nothing to wait for.
     lab.settle(uevd()).unwrap();
 }
