@@ -122,24 +122,32 @@ impl Daemon {
         walked: &mut HashSet<Box<[u8]>>,
     ) -> usize {
         // Handed over in chunks: the workers start while the walk goes on,
-        // and are woken once per chunk rather than once per device.
+        // and are woken once per chunk rather than once per device. A
+        // device's driver is asked for as soon as its uevent file is read,
+        // not a chunk later: the first drivers of a boot start while the
+        // walk is still at its first devices.
         let mut queued = 0;
         let mut batch = Vec::with_capacity(CHUNK);
+        let rules = self.processor.rules();
         self.read_all(skip, |ev| {
+            crate::modules::load_ahead(|| rules.clone(), std::iter::once(&ev));
             walked.insert(Box::from(ev.devpath()));
             let job = Job::new(ev, source);
             batch.push((job.keys(self.root.as_ref()), job));
             queued += 1;
             if batch.len() == CHUNK {
-                self.submit(std::mem::replace(&mut batch, Vec::with_capacity(CHUNK)));
+                self.submit_asked_ahead(std::mem::replace(&mut batch, Vec::with_capacity(CHUNK)));
             }
         });
-        self.submit(batch);
+        self.submit_asked_ahead(batch);
         queued
     }
 
     /// Reads an `add` for every device in sysfs whose devpath is not in
-    /// `skip`, subsystems first, then devices parents first.
+    /// `skip`: devices parents first, then subsystems. (`udevadm trigger`
+    /// in a boot announces subsystems first; nothing of a device's
+    /// processing depends on theirs, and the devices are what load drivers
+    /// and make nodes, so they go first.)
     fn read_all(&self, skip: &HashSet<Box<[u8]>>, mut each: impl FnMut(Uevent)) {
         let mut read = |devpath: &[u8], dir: Option<std::os::unix::io::BorrowedFd<'_>>| {
             if skip.contains(devpath) {
@@ -156,11 +164,11 @@ impl Daemon {
                 Err(e) => log::debug!("{}: {e}", String::from_utf8_lossy(devpath)),
             }
         };
-        if let Err(e) = walk_subsystems(&self.sysfs, |v| read(v.devpath, v.dir)) {
-            log::warn!("walking subsystems: {e}");
-        }
         if let Err(e) = walk_devices(&self.sysfs, |v| read(v.devpath, v.dir)) {
             log::warn!("walking devices: {e}");
+        }
+        if let Err(e) = walk_subsystems(&self.sysfs, |v| read(v.devpath, v.dir)) {
+            log::warn!("walking subsystems: {e}");
         }
     }
 

@@ -572,16 +572,22 @@ impl Daemon {
     /// Queues events. What is remembered of their devices (as parents of
     /// others) is forgotten now: the kernel has changed them already.
     pub(crate) fn submit(&self, batch: Vec<(EventKeys, Job)>) {
+        crate::modules::load_ahead(
+            || self.processor.rules(),
+            batch.iter().map(|(_, job)| &job.event),
+        );
+        self.submit_asked_ahead(batch);
+    }
+
+    /// [`Daemon::submit`] for events whose drivers were asked for ahead
+    /// already (as the coldplug read them).
+    pub(crate) fn submit_asked_ahead(&self, batch: Vec<(EventKeys, Job)>) {
         for (_, job) in &batch {
             self.sysfs.forget(job.event.devpath());
             if let Some(old) = job.event.devpath_old() {
                 self.sysfs.forget(old);
             }
         }
-        crate::modules::load_ahead(
-            || self.processor.rules(),
-            batch.iter().map(|(_, job)| &job.event),
-        );
         self.queue.submit(batch);
     }
 

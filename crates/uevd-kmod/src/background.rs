@@ -39,6 +39,10 @@ struct State {
     /// What `queue` holds, so that a name asked for again by every device
     /// of a coldplug is found in O(1), not by a walk of the queue.
     queued: HashSet<String>,
+    /// Taken from the queue and not finished (or parked): asked for again
+    /// meanwhile, by another device of a coldplug, a name is not loaded a
+    /// second time (a driver whose init fails would fail twice).
+    running: HashSet<String>,
     /// Asked for and not finished: queued plus running.
     pending: usize,
     threads: usize,
@@ -149,6 +153,9 @@ impl Loader {
         let bg = &self.background;
         let mut front = Vec::new();
         for name in names_or_aliases {
+            if st.running.contains(name) {
+                continue;
+            }
             if !st.queued.insert(name.to_owned()) {
                 if place == Place::Front {
                     // Asked for before, by a device: now a load under way
@@ -216,6 +223,7 @@ impl Loader {
         loop {
             if let Some(name) = st.queue.pop_front() {
                 st.queued.remove(&name);
+                st.running.insert(name.clone());
                 drop(st);
                 let on = OnThread {
                     request: &name,
@@ -227,6 +235,7 @@ impl Loader {
                     // Still pending: it comes back through unpark.
                     continue;
                 }
+                st.running.remove(&name);
                 st.pending -= 1;
                 if st.pending == 0 {
                     bg.idle.notify_all();

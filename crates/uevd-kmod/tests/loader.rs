@@ -853,3 +853,36 @@ fn what_a_load_under_way_needs_goes_in_before_drivers_asked_for_later() {
     assert_eq!(inserted.iter().filter(|m| *m == "pci").count(), 1);
     assert!(kernel.order_errors.lock().unwrap().is_empty());
 }
+
+/// Both CPUs of a coldplug ask for the same cpufreq driver, the second
+/// while the first's load is going on; its init fails. It is inserted,
+/// and fails, once; asked for again after that, it is tried again.
+#[test]
+fn a_name_asked_for_while_it_loads_is_not_loaded_twice() {
+    let t = tree(
+        &[("cpufreq", &[])],
+        &[("cpu:type:x86*", "cpufreq")],
+        &[],
+        "",
+        false,
+    );
+    let kernel = Arc::new(FakeKernel {
+        fail: ["cpufreq".to_string()].into(),
+        gated: ["cpufreq".to_string()].into(),
+        ..FakeKernel::default()
+    });
+    let loader: &'static Loader = Box::leak(Box::new(Loader::new(
+        resolver(&t),
+        Box::new(Shared(kernel.clone())),
+    )));
+    let alias = "cpu:type:x86,ven0002";
+    loader.load_ahead(&[(b"/devices/system/cpu/cpu0", alias)]);
+    assert!(kernel.wait_inserted(&["cpufreq"]));
+    loader.load_ahead(&[(b"/devices/system/cpu/cpu1", alias)]);
+    kernel.open_gate();
+    assert!(loader.wait_background(std::time::Instant::now() + Duration::from_secs(20)));
+    assert_eq!(kernel.inserted(), ["cpufreq"]);
+    loader.load_in_background(&[alias]);
+    assert!(loader.wait_background(std::time::Instant::now() + Duration::from_secs(20)));
+    assert_eq!(kernel.inserted(), ["cpufreq", "cpufreq"]);
+}

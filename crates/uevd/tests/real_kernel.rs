@@ -327,6 +327,21 @@ fn coldplug_processes_devices_that_existed_before_start() {
             // A coldplug is one big batch: the pool shares it out.
             let workers: BTreeSet<usize> = j.events.iter().map(|e| e.worker).collect();
             assert!(workers.iter().any(|&w| w >= 1), "{workers:?}");
+            // Devices are queued before buses, drivers and modules: they
+            // load drivers and make nodes, and nothing of theirs waits
+            // for a subsystem's event.
+            let mut queued: Vec<&Event> =
+                j.events.iter().filter(|e| e.source == "coldplug").collect();
+            queued.sort_by_key(|e| e.id);
+            let is_device = |e: &&Event| e.devpath.starts_with("/devices/");
+            let last_device = queued.iter().rposition(is_device).unwrap();
+            let first_other = queued.iter().position(|e| !is_device(e)).unwrap();
+            assert!(
+                last_device < first_other,
+                "{} queued before {}",
+                queued[first_other].devpath,
+                queued[last_device].devpath
+            );
         }
         let source = if how == "read" { "coldplug" } else { "kernel" };
         assert!(
