@@ -559,19 +559,24 @@ mod tests {
 
     #[test]
     fn voltages_print_as_the_programs_printf_does() {
-        assert_eq!(voltage(1350), "1.35");
-        assert_eq!(voltage(1234), "1.234");
-        assert_eq!(voltage(1010), "1.01");
-        assert_eq!(voltage(65535), "65.535");
-        // Whole tenths: one significant digit.
-        assert_eq!(voltage(1200), "1");
-        assert_eq!(voltage(500), "0.5");
-        assert_eq!(voltage(1500), "2");
-        assert_eq!(voltage(2500), "2");
-        assert_eq!(voltage(9500), "1e+01");
-        assert_eq!(voltage(12000), "1e+01");
-        assert_eq!(voltage(15000), "2e+01");
-        assert_eq!(voltage(65500), "7e+01");
+        // Whole tenths of a volt print with one significant digit.
+        let cases = [
+            (1350, "1.35"),
+            (1234, "1.234"),
+            (1010, "1.01"),
+            (65535, "65.535"),
+            (1200, "1"),
+            (500, "0.5"),
+            (1500, "2"),
+            (2500, "2"),
+            (9500, "1e+01"),
+            (12000, "1e+01"),
+            (15000, "2e+01"),
+            (65500, "7e+01"),
+        ];
+        for (millivolts, printed) in cases {
+            assert_eq!(voltage(millivolts), printed, "{millivolts} mV");
+        }
     }
 
     #[test]
