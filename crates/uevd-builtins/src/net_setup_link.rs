@@ -477,7 +477,10 @@ impl NetSetupLink {
                 show(&link.ifname)
             ),
             Ok(Some(a)) => match kernel::set_address(link.ifindex, &a) {
-                Ok(()) => log::debug!("{}: MAC address set to {a}", show(&link.ifname)),
+                Ok(()) => {
+                    link.dev.link_changed();
+                    log::debug!("{}: MAC address set to {a}", show(&link.ifname))
+                }
                 Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {
                     log::debug!(
                         "{}: link vanished while applying configuration",
@@ -501,7 +504,10 @@ impl NetSetupLink {
                 );
             } else {
                 match kernel::add_altnames(link.ifindex, &altnames) {
-                    Ok(()) => log::debug!("{}: alternative names {list:?} added", show(&link.ifname)),
+                    Ok(()) => {
+                        link.dev.link_changed();
+                        log::debug!("{}: alternative names {list:?} added", show(&link.ifname))
+                    }
                     Err(e)
                         if matches!(
                             e.raw_os_error(),
@@ -542,7 +548,15 @@ impl Builtin for NetSetupLink {
             .kernel
             .unwrap_or_else(|| dev.sysfs().root() == Path::new("/sys"));
         let mut state = if kernel {
-            match kernel::get_link(ifindex) {
+            // The message the interface's attributes were read from, when
+            // nothing since can have changed the link.
+            let answer = match dev.link_message() {
+                Some(answer) => answer.map_err(io::Error::from_raw_os_error),
+                None => kernel::link_message(ifindex)
+                    .map(std::sync::Arc::from)
+                    .map_err(io::Error::from_raw_os_error),
+            };
+            match kernel::parse_link(answer) {
                 Ok(s) => s,
                 Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {
                     log::debug!(

@@ -202,6 +202,9 @@ fn interfaces_in_a_private_network_namespace() {
     let script = r#"
         ip link add uevd-v0 type veth peer name uevd-v1 || { echo "skip: no veth"; exit 0; }
         ip tuntap add uevd-t0 mode tap 2>/dev/null
+        ip link add uevd-b0 type bridge 2>/dev/null
+        ip link add uevd-x0 type vxlan id 42 dstport 4789 dev uevd-v0 2>/dev/null
+        ip link set uevd-v0 up 2>/dev/null
         mount -t sysfs sysfs "$1" || { echo "skip: cannot mount sysfs"; exit 0; }
         exec "$2" --exact netns_child --nocapture --test-threads=1
     "#;
@@ -244,6 +247,7 @@ fn netns_child() {
     }
     // Virtual devices have no path.
     assert!(run("path_id", &dev("uevd-v0").unwrap()).is_err());
+    link_attributes_are_the_files();
     println!("netns: checked");
 }
 
@@ -302,4 +306,39 @@ fn host_devices_agree_with_udevadm() {
     }
     println!("compared {} devices with udevadm", devpaths.len());
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// Every interface of the namespace: what the link message answers for an
+/// attribute is what its sysfs file says. The namespace's sysfs is the one
+/// rtnetlink speaks of, so the kernel is asked.
+fn link_attributes_are_the_files() {
+    let root = PathBuf::from(std::env::var_os("UEVD_NETNS_SYSFS").unwrap());
+    let files = Sysfs::new(&root);
+    let asked = Sysfs::new(&root).with_link_query(uevd_link_config::kernel::link_message);
+    let mut seen = Vec::new();
+    for path in entries(&root.join("class/net").to_string_lossy()) {
+        let (Some(a), Some(f)) = (device_at(&asked, &path), device_at(&files, &path)) else {
+            continue;
+        };
+        let message = a
+            .link_message()
+            .expect("an interface")
+            .expect("the kernel answers");
+        assert!(!message.is_empty());
+        for name in ["type", "iflink", "address", "phys_port_name", "mtu"] {
+            assert_eq!(
+                a.sysattr(name.as_bytes()),
+                f.sysattr(name.as_bytes()),
+                "{} {name}",
+                path.display()
+            );
+        }
+        seen.push(String::from_utf8_lossy(a.sysname()).into_owned());
+    }
+    // Loopback, a veth pair (each the other's link), and what this kernel
+    // could make of a tap, a bridge and a vxlan over uevd-v0.
+    for name in ["lo", "uevd-v0", "uevd-v1"] {
+        assert!(seen.iter().any(|s| s == name), "{seen:?}");
+    }
+    println!("link attributes of {seen:?} agree with their files");
 }

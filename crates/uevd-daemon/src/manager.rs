@@ -164,7 +164,11 @@ pub fn run(config: Config) -> io::Result<()> {
         }
     };
     record_module_loads(&journal);
-    let sysfs = Sysfs::new(&config.sys).with_parent_cache();
+    let mut sysfs = Sysfs::new(&config.sys).with_parent_cache();
+    if config.sys == std::path::Path::new("/sys") {
+        // The kernel's own mount, of this network namespace.
+        sysfs = sysfs.with_link_query(uevd_link_config::kernel::link_message);
+    }
     let (records, tags) = crate::reconcile::remove_stale(&db, &sysfs);
     if records + tags > 0 {
         log::info!("removed {records} records and {tags} tag entries and link claims of devices that went while no manager ran");

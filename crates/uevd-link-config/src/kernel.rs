@@ -37,7 +37,6 @@ const IFLA_PROP_LIST: u16 = 52;
 const IFLA_ALT_IFNAME: u16 = 53;
 const IFLA_PERM_ADDRESS: u16 = 54;
 const NLA_F_NESTED: u16 = 1 << 15;
-const NLA_TYPE_MASK: u16 = !(NLA_F_NESTED | (1 << 14));
 
 pub const IFF_UP: u32 = 0x1;
 pub const IFF_LOOPBACK: u32 = 0x8;
@@ -313,32 +312,34 @@ fn exchange(route: &mut Route, mut request: Vec<u8>) -> io::Result<io::Result<Ve
     }
 }
 
-/// The attributes in `b`, as (type without flags, payload).
-fn attrs(mut b: &[u8]) -> Vec<(u16, &[u8])> {
-    let mut out = Vec::new();
-    while b.len() >= 4 {
-        let len = u16_at(b, 0) as usize;
-        if len < 4 || len > b.len() {
-            break;
-        }
-        out.push((u16_at(b, 2) & NLA_TYPE_MASK, &b[4..len]));
-        b = &b[align4(len).min(b.len())..];
-    }
-    out
-}
+use uevd_sysfs::link::attributes as attrs;
 
 fn c_string(b: &[u8]) -> Vec<u8> {
     crate::text::c_str(b).to_vec()
 }
 
+/// The kernel's RTM_NEWLINK for the interface with that index, or the
+/// errno it answered; a [`uevd_sysfs::link::LinkQuery`].
+pub fn link_message(ifindex: u32) -> Result<Vec<u8>, i32> {
+    call(Message::new(RTM_GETLINK, 0, ifindex).finish())
+        .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+}
+
 /// The interface with that index. ENODEV when there is none.
 pub fn get_link(ifindex: u32) -> io::Result<LinkState> {
-    let reply = match call(Message::new(RTM_GETLINK, 0, ifindex).finish()) {
+    parse_link(link_message(ifindex).map_err(io::Error::from_raw_os_error))
+}
+
+/// The link an answer to RTM_GETLINK ([`link_message`]) describes.
+/// ENODEV when there is none.
+pub fn parse_link(answer: Result<impl AsRef<[u8]>, io::Error>) -> io::Result<LinkState> {
+    let reply = match answer {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
             return Err(io::Error::from_raw_os_error(libc::ENODEV))
         }
         r => r?,
     };
+    let reply = reply.as_ref();
     if reply.len() < NLMSG_HDRLEN + IFINFOMSG_LEN {
         return Err(io::Error::from_raw_os_error(libc::ENODEV));
     }
@@ -590,7 +591,7 @@ mod tests {
         let q = Message::new(RTM_GETLINK, 0, 7).finish();
         assert_eq!(u16_at(&q, 6), NLM_F_REQUEST);
         assert_eq!(
-            attrs(&b[32..]),
+            attrs(&b[32..]).collect::<Vec<_>>(),
             vec![(IFLA_ADDRESS, &[1u8, 2, 3, 4, 5, 6][..])]
         );
         assert_eq!(std::mem::size_of::<IfReq>(), 40);

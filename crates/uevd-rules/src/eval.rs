@@ -1332,6 +1332,7 @@ impl<'a> State<'a> {
                     return true;
                 };
                 if !self.test {
+                    self.dev.link_changed();
                     if let Err(e) = std::fs::write(OsStr::from_bytes(&path), &value) {
                         let m = format!(
                             "writing \"{}\" to {}: {e}",
@@ -1530,6 +1531,8 @@ impl<'a> State<'a> {
         }
         let env = self.environment();
         let result = self.rules.spawn(command, &env);
+        // A program may change the interface the event is about.
+        self.dev.link_changed();
         record(self, false);
         result
     }

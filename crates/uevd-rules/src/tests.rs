@@ -1438,3 +1438,64 @@ fn rules_that_load_every_modalias_are_recognised() {
     ));
     assert!(!loads(""));
 }
+
+thread_local! {
+    /// How often the fake kernel below was asked for a link.
+    static LINK_ASKED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// An RTM_NEWLINK of interface 7, `v0`, of type 1 (Ethernet).
+fn fake_link(ifindex: u32) -> Result<Vec<u8>, i32> {
+    LINK_ASKED.with(|n| n.set(n.get() + 1));
+    let mut m = vec![0u8; 16];
+    m[4..6].copy_from_slice(&16u16.to_ne_bytes());
+    m.extend_from_slice(&[0, 0, 1, 0]);
+    m.extend_from_slice(&ifindex.to_ne_bytes());
+    m.extend_from_slice(&[0; 8]);
+    m.extend_from_slice(&[7, 0, 3, 0, b'v', b'0', 0, 0]);
+    let len = m.len() as u32;
+    m[..4].copy_from_slice(&len.to_ne_bytes());
+    Ok(m)
+}
+
+#[test]
+fn a_program_or_an_attribute_write_makes_the_interface_be_asked_about_again() {
+    let t = Tree::new();
+    let dp = "/devices/virtual/net/v0";
+    t.add(
+        dp,
+        "net",
+        "INTERFACE=v0\nIFINDEX=7\n",
+        None,
+        &[("mtu", "1500\n")],
+    );
+    let asked = |rules: &str| {
+        let (rules, diags) = Rules::from_text("test.rules", rules.as_bytes(), &t.config());
+        assert!(diags.is_empty(), "{diags:?}");
+        let sysfs = Sysfs::new(t.sys()).with_link_query(fake_link);
+        let ev = sysfs.read_event(Action::Add, dp.as_bytes()).unwrap();
+        let device = Rc::new(Device::from_event(&sysfs, ev));
+        LINK_ASKED.with(|n| n.set(0));
+        let o = rules.apply(
+            Event {
+                device,
+                previous: None,
+                test: false,
+                trace: false,
+            },
+            &NoStore,
+        );
+        assert_eq!(prop(&o, "T"), Some("1"));
+        LINK_ASKED.with(|n| n.get())
+    };
+    // Both attributes from one message.
+    assert_eq!(
+        asked("ATTR{type}==\"1\", ENV{T}=\"1\"\nATTR{iflink}==\"7\", ENV{I}=\"7\"\n"),
+        1
+    );
+    // Whatever a program or a write may have changed is asked about anew.
+    for between in ["PROGRAM=\"/bin/true\"", "ATTR{mtu}=\"1500\""] {
+        let rules = format!("ATTR{{type}}==\"1\", ENV{{T}}=\"1\"\n{between}\nATTR{{iflink}}==\"7\", ENV{{I}}=\"7\"\n");
+        assert_eq!(asked(&rules), 2, "{between}");
+    }
+}

@@ -19,6 +19,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex, OnceLock};
 use uevd_uevent::{Action, ParseError, Uevent};
 
+pub mod link;
 mod names;
 mod parents;
 mod trigger;
@@ -39,6 +40,9 @@ pub struct Sysfs {
     /// Set for a daemon, which sees every event and so knows when a parent
     /// changes; one-shot commands read every parent afresh.
     parents: Option<Arc<ParentCache>>,
+    /// Set where the mount shows the caller's own network namespace: then
+    /// an interface's common attributes come from rtnetlink (see [`link`]).
+    link_query: Option<link::LinkQuery>,
 }
 
 impl std::fmt::Debug for Sysfs {
@@ -58,6 +62,7 @@ impl Sysfs {
         Sysfs {
             root: root.into(),
             parents: None,
+            link_query: None,
         }
     }
 
@@ -66,6 +71,14 @@ impl Sysfs {
     /// every event it receives.
     pub fn with_parent_cache(mut self) -> Sysfs {
         self.parents = Some(Arc::default());
+        self
+    }
+
+    /// The same mount, with the attributes of network interfaces that
+    /// rtnetlink describes asked of the kernel with `query` (see [`link`]).
+    /// Only for a mount of the caller's own network namespace.
+    pub fn with_link_query(mut self, query: link::LinkQuery) -> Sysfs {
+        self.link_query = Some(query);
         self
     }
 
@@ -537,6 +550,9 @@ pub struct Device {
     /// the driver are then looked up from it, one path component each.
     dir: OnceCell<Option<OwnedFd>>,
     parent: RefCell<Option<Option<Rc<Device>>>>,
+    /// A network interface's RTM_NEWLINK (or the errno the kernel
+    /// answered), asked for when first needed.
+    link: RefCell<Option<Result<Arc<[u8]>, i32>>>,
 }
 
 impl std::fmt::Debug for Device {
@@ -559,6 +575,7 @@ impl Device {
             syspath: OnceCell::new(),
             dir: OnceCell::new(),
             parent: RefCell::default(),
+            link: RefCell::default(),
         }
     }
 
@@ -689,12 +706,53 @@ impl Device {
         if let Some(v) = cached(&self.core.sysattrs, name) {
             return v;
         }
-        let value = self
-            .dir()
-            .and_then(|dir| read_sysattr_at(dir, name))
-            .map(Arc::<[u8]>::from);
+        let value = match self.sysattr_from_link(name) {
+            Some(v) => v.map(Arc::<[u8]>::from),
+            None => self
+                .dir()
+                .and_then(|dir| read_sysattr_at(dir, name))
+                .map(Arc::<[u8]>::from),
+        };
         remember(&self.core.sysattrs, name, value.clone());
         value
+    }
+
+    /// The attribute from the interface's RTM_NEWLINK, when the mount asks
+    /// the kernel and the message answers for the file (see [`link`]).
+    fn sysattr_from_link(&self, name: &[u8]) -> Option<Option<Vec<u8>>> {
+        if !link::serves(name) {
+            return None;
+        }
+        let message = self.link_message()?.ok()?;
+        link::value(&message, self.ifindex()?, self.sysname(), name)
+    }
+
+    /// What the kernel answered to RTM_GETLINK for this interface: the
+    /// RTM_NEWLINK its attributes came from, asked for once per event and
+    /// again after [`Device::link_changed`], or the errno. `None` where the
+    /// mount does not ask the kernel (see [`Sysfs::with_link_query`]), or
+    /// for a device that is not a network interface.
+    pub fn link_message(&self) -> Option<Result<Arc<[u8]>, i32>> {
+        let query = self.sysfs.link_query?;
+        if self.core.event.subsystem() != Some(b"net") {
+            return None;
+        }
+        let ifindex = self.ifindex().filter(|&i| i > 0)?;
+        Some(
+            self.link
+                .borrow_mut()
+                .get_or_insert_with(|| query(ifindex).map(Arc::from))
+                .clone(),
+        )
+    }
+
+    /// Says that the interface may have changed (its address was set, a
+    /// program ran, an attribute was written): attributes not read yet, and
+    /// [`Device::link_message`], come from a new RTM_NEWLINK. Those read
+    /// already keep their value for the rest of the event, as any
+    /// attribute does.
+    pub fn link_changed(&self) {
+        self.link.borrow_mut().take();
     }
 
     /// The device a link or directory below this one leads to, such as a
@@ -783,6 +841,101 @@ mod tests {
         assert!(sysfs
             .read_event_in(gone.as_fd(), Action::Add, b"/devices/virtual")
             .is_err());
+    }
+
+    thread_local! {
+        /// What the fake kernel below answers: (index, message), and how
+        /// often it was asked.
+        static LINK: RefCell<(Option<Vec<u8>>, u32)> = const { RefCell::new((None, 0)) };
+    }
+
+    const ENODEV: i32 = 19;
+
+    fn fake_query(ifindex: u32) -> Result<Vec<u8>, i32> {
+        LINK.with(|l| {
+            let mut l = l.borrow_mut();
+            l.1 += 1;
+            l.0.clone().filter(|_| ifindex == 7).ok_or(ENODEV)
+        })
+    }
+
+    fn asked() -> u32 {
+        LINK.with(|l| l.borrow().1)
+    }
+
+    fn kernel_says(message: Option<Vec<u8>>) {
+        LINK.with(|l| *l.borrow_mut() = (message, 0));
+    }
+
+    #[test]
+    fn an_interfaces_common_attributes_come_from_one_link_message() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let dp = "/devices/virtual/net/v0";
+        fake_device(root, dp, "net", "INTERFACE=v0\nIFINDEX=7\n");
+        // The files say otherwise, to tell where each value came from.
+        for (name, value) in [
+            ("type", "9"),
+            ("iflink", "9"),
+            ("address", "file"),
+            ("mtu", "1500"),
+        ] {
+            fs::write(root.join(&dp[1..]).join(name), format!("{value}\n")).unwrap();
+        }
+        let message = |address: &[u8]| {
+            link::tests::message(
+                7,
+                1,
+                &[(3, b"v0\0"), (5, &6u32.to_ne_bytes()), (1, address)],
+            )
+        };
+        kernel_says(Some(message(&[2, 0, 0, 0, 0, 1])));
+        let sysfs = Sysfs::new(root).with_link_query(fake_query);
+        let dev = Device::from_devpath(&sysfs, dp.as_bytes()).unwrap();
+        let get = |d: &Device, n: &str| d.sysattr(n.as_bytes()).map(|v| v.to_vec());
+        assert_eq!(get(&dev, "type").as_deref(), Some(&b"1"[..]));
+        assert_eq!(get(&dev, "iflink").as_deref(), Some(&b"6"[..]));
+        assert_eq!(get(&dev, "phys_port_name"), None);
+        assert_eq!(asked(), 1, "one message for every attribute");
+        // What the message does not describe is read from its file.
+        assert_eq!(get(&dev, "mtu").as_deref(), Some(&b"1500"[..]));
+        // After a change, what was read stays; what was not is asked anew.
+        kernel_says(Some(message(&[2, 0, 0, 0, 0, 2])));
+        dev.link_changed();
+        assert_eq!(get(&dev, "type").as_deref(), Some(&b"1"[..]));
+        assert_eq!(asked(), 0);
+        assert_eq!(
+            get(&dev, "address").as_deref(),
+            Some(&b"02:00:00:00:00:02"[..])
+        );
+        assert_eq!(asked(), 1);
+
+        // No answer, another interface's answer, or a mount that does not
+        // ask: the files.
+        for (message, query) in [
+            (None, Some(fake_query as link::LinkQuery)),
+            (
+                Some(link::tests::message(7, 1, &[(3, b"v1\0")])),
+                Some(fake_query),
+            ),
+            (Some(message(&[2, 0, 0, 0, 0, 1])), None),
+        ] {
+            kernel_says(message);
+            let mut sysfs = Sysfs::new(root);
+            sysfs.link_query = query;
+            let dev = Device::from_devpath(&sysfs, dp.as_bytes()).unwrap();
+            assert_eq!(get(&dev, "type").as_deref(), Some(&b"9"[..]));
+            assert_eq!(get(&dev, "address").as_deref(), Some(&b"file"[..]));
+        }
+        // Only interfaces are asked about.
+        kernel_says(Some(message(&[2, 0, 0, 0, 0, 1])));
+        let other = "/devices/virtual/misc/m0";
+        fake_device(root, other, "misc", "IFINDEX=7\n");
+        fs::write(root.join(&other[1..]).join("type"), "5\n").unwrap();
+        let sysfs = Sysfs::new(root).with_link_query(fake_query);
+        let dev = Device::from_devpath(&sysfs, other.as_bytes()).unwrap();
+        assert_eq!(get(&dev, "type").as_deref(), Some(&b"5"[..]));
+        assert_eq!(asked(), 0);
     }
 
     #[test]
