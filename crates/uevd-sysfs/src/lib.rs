@@ -844,8 +844,8 @@ mod tests {
     }
 
     thread_local! {
-        /// What the fake kernel below answers: (index, message), and how
-        /// often it was asked.
+        /// What the fake kernel below answers for interface 7, and how
+        /// often it was asked since the last `kernel_says`.
         static LINK: RefCell<(Option<Vec<u8>>, u32)> = const { RefCell::new((None, 0)) };
     }
 
