@@ -550,13 +550,11 @@ impl Builtin for NetSetupLink {
         let mut state = if kernel {
             // The message the interface's attributes were read from, when
             // nothing since can have changed the link.
-            let answer = match dev.link_message() {
-                Some(answer) => answer.map_err(io::Error::from_raw_os_error),
-                None => kernel::link_message(ifindex)
-                    .map(std::sync::Arc::from)
-                    .map_err(io::Error::from_raw_os_error),
+            let link = match dev.link_message() {
+                Some(answer) => kernel::parse_link(answer.map_err(io::Error::from_raw_os_error)),
+                None => kernel::get_link(ifindex),
             };
-            match kernel::parse_link(answer) {
+            match link {
                 Ok(s) => s,
                 Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {
                     log::debug!(

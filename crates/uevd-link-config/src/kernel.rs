@@ -15,6 +15,7 @@ use std::cell::RefCell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
+use uevd_sysfs::link::attributes as attrs;
 
 const NETLINK_ROUTE: libc::c_int = 0;
 const NETLINK_GENERIC: libc::c_int = 16;
@@ -311,8 +312,6 @@ fn exchange(route: &mut Route, mut request: Vec<u8>) -> io::Result<io::Result<Ve
         }
     }
 }
-
-use uevd_sysfs::link::attributes as attrs;
 
 fn c_string(b: &[u8]) -> Vec<u8> {
     crate::text::c_str(b).to_vec()
