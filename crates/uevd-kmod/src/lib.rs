@@ -26,6 +26,7 @@ pub mod names;
 mod resolve;
 
 pub use backend::{Backend, Compression, InitState, KernelBackend, NoBackend};
+pub use background::LOAD_PRIORITY;
 pub use config::{Config, ConfigError, DEFAULT_DIRS};
 pub use error::{strerror, Error};
 pub use index::{Index, IndexError};

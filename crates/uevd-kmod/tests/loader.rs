@@ -886,3 +886,82 @@ fn a_name_asked_for_while_it_loads_is_not_loaded_twice() {
     assert!(loader.wait_background(std::time::Instant::now() + Duration::from_secs(20)));
     assert_eq!(kernel.inserted(), ["cpufreq", "cpufreq"]);
 }
+
+/// Each insertion's module and the nice value of the thread that made it.
+#[derive(Default)]
+struct NiceKernel {
+    seen: Mutex<Vec<(String, i32)>>,
+    live: Mutex<HashSet<String>>,
+}
+
+impl Backend for NiceKernel {
+    fn insert(&self, module: &str, _: &Path, _: &str) -> Result<(), Error> {
+        // SAFETY: plain system calls about the calling thread.
+        let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+        self.seen.lock().unwrap().push((module.to_owned(), nice));
+        self.live.lock().unwrap().insert(module.to_owned());
+        Ok(())
+    }
+    fn install(&self, _: &str, _: &str) -> Result<(), Error> {
+        Ok(())
+    }
+    fn initstate(&self, module: &str) -> InitState {
+        if self.live.lock().unwrap().contains(module) {
+            InitState::Live
+        } else {
+            InitState::Absent
+        }
+    }
+}
+
+/// A module's init probes its devices on the thread that inserts it: the
+/// loader's threads, its libraries' included, run above the priority of
+/// the thread that asked, where the process may raise it (root may).
+#[test]
+fn loading_threads_run_above_the_priority_of_whoever_asked() {
+    let t = tree(
+        &[("drv", &["lib"]), ("lib", &[]), ("other", &[])],
+        &[],
+        &[],
+        "",
+        false,
+    );
+    let kernel = Arc::new(NiceKernel::default());
+    struct Handle(Arc<NiceKernel>);
+    impl Backend for Handle {
+        fn insert(&self, m: &str, p: &Path, o: &str) -> Result<(), Error> {
+            self.0.insert(m, p, o)
+        }
+        fn install(&self, m: &str, c: &str) -> Result<(), Error> {
+            self.0.install(m, c)
+        }
+        fn initstate(&self, m: &str) -> InitState {
+            self.0.initstate(m)
+        }
+    }
+    let loader: &'static Loader = Box::leak(Box::new(Loader::new(
+        resolver(&t),
+        Box::new(Handle(kernel.clone())),
+    )));
+    // SAFETY: as above.
+    let asker = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+    loader.load_in_background(&["drv", "other"]);
+    assert!(loader.wait_background(std::time::Instant::now() + Duration::from_secs(20)));
+    let seen = kernel.seen.lock().unwrap().clone();
+    let mut modules: Vec<&str> = seen.iter().map(|(m, _)| m.as_str()).collect();
+    modules.sort_unstable();
+    assert_eq!(modules, ["drv", "lib", "other"]);
+    let raised = asker - uevd_kmod::LOAD_PRIORITY;
+    // SAFETY: reading the effective user id.
+    if unsafe { libc::geteuid() } == 0 {
+        assert!(
+            seen.iter().all(|(_, n)| *n == raised.max(-20)),
+            "{seen:?}, asker {asker}"
+        );
+    } else {
+        assert!(
+            seen.iter().all(|(_, n)| *n <= asker),
+            "{seen:?}, asker {asker}"
+        );
+    }
+}
