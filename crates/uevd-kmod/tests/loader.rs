@@ -98,6 +98,8 @@ struct FakeKernel {
     delay: Duration,
     live: Mutex<HashSet<String>>,
     inserts: Mutex<Vec<(String, String)>>,
+    /// Each insertion's module and the nice value of the thread making it.
+    nice: Mutex<Vec<(String, i32)>>,
     running: AtomicUsize,
     max_running: AtomicUsize,
     order_errors: Mutex<Vec<String>>,
@@ -143,6 +145,9 @@ impl FakeKernel {
 
 impl Backend for FakeKernel {
     fn insert(&self, module: &str, path: &Path, options: &str) -> Result<(), Error> {
+        // SAFETY: a plain system call about the calling thread.
+        let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+        self.nice.lock().unwrap().push((module.to_owned(), nice));
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_running.fetch_max(now, Ordering::SeqCst);
         {
@@ -208,10 +213,10 @@ impl Backend for FakeKernel {
     }
 }
 
-/// Lets a test keep a handle on the fake while the loader owns it.
-struct Shared(Arc<FakeKernel>);
+/// Lets a test keep a handle on a fake kernel while the loader owns it.
+struct Shared<K>(Arc<K>);
 
-impl Backend for Shared {
+impl<K: Backend> Backend for Shared<K> {
     fn insert(&self, m: &str, p: &Path, o: &str) -> Result<(), Error> {
         self.0.insert(m, p, o)
     }
@@ -887,33 +892,6 @@ fn a_name_asked_for_while_it_loads_is_not_loaded_twice() {
     assert_eq!(kernel.inserted(), ["cpufreq", "cpufreq"]);
 }
 
-/// Each insertion's module and the nice value of the thread that made it.
-#[derive(Default)]
-struct NiceKernel {
-    seen: Mutex<Vec<(String, i32)>>,
-    live: Mutex<HashSet<String>>,
-}
-
-impl Backend for NiceKernel {
-    fn insert(&self, module: &str, _: &Path, _: &str) -> Result<(), Error> {
-        // SAFETY: plain system calls about the calling thread.
-        let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
-        self.seen.lock().unwrap().push((module.to_owned(), nice));
-        self.live.lock().unwrap().insert(module.to_owned());
-        Ok(())
-    }
-    fn install(&self, _: &str, _: &str) -> Result<(), Error> {
-        Ok(())
-    }
-    fn initstate(&self, module: &str) -> InitState {
-        if self.live.lock().unwrap().contains(module) {
-            InitState::Live
-        } else {
-            InitState::Absent
-        }
-    }
-}
-
 /// A module's init probes its devices on the thread that inserts it: the
 /// loader's threads, its libraries' included, run above the priority of
 /// the thread that asked, where the process may raise it (root may).
@@ -926,28 +904,16 @@ fn loading_threads_run_above_the_priority_of_whoever_asked() {
         "",
         false,
     );
-    let kernel = Arc::new(NiceKernel::default());
-    struct Handle(Arc<NiceKernel>);
-    impl Backend for Handle {
-        fn insert(&self, m: &str, p: &Path, o: &str) -> Result<(), Error> {
-            self.0.insert(m, p, o)
-        }
-        fn install(&self, m: &str, c: &str) -> Result<(), Error> {
-            self.0.install(m, c)
-        }
-        fn initstate(&self, m: &str) -> InitState {
-            self.0.initstate(m)
-        }
-    }
+    let kernel = Arc::new(FakeKernel::default());
     let loader: &'static Loader = Box::leak(Box::new(Loader::new(
         resolver(&t),
-        Box::new(Handle(kernel.clone())),
+        Box::new(Shared(kernel.clone())),
     )));
-    // SAFETY: as above.
+    // SAFETY: a plain system call about the calling thread.
     let asker = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
     loader.load_in_background(&["drv", "other"]);
     assert!(loader.wait_background(std::time::Instant::now() + Duration::from_secs(20)));
-    let seen = kernel.seen.lock().unwrap().clone();
+    let seen = kernel.nice.lock().unwrap().clone();
     let mut modules: Vec<&str> = seen.iter().map(|(m, _)| m.as_str()).collect();
     modules.sort_unstable();
     assert_eq!(modules, ["drv", "lib", "other"]);
