@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 use uevd_lab::side::{
-    self, loop_ctl, loop_numbers, machine_busy_seconds, median, tree_cpu_seconds, Manager, Scratch,
-    UdevRoot, Uevents,
+    self, loop_add_fresh, loop_ctl, loop_numbers, machine_busy_seconds, median, tree_cpu_seconds,
+    Manager, Scratch, UdevRoot, Uevents,
 };
 use uevd_lab::{delete_veth_pairs, veth_pairs, Lab};
 
@@ -268,7 +268,7 @@ fn one_run(
         let start = Instant::now();
         match phase {
             "loop add" => loops.clone().try_for_each(|n| {
-                loop_ctl(true, n)?;
+                loop_add_fresh(n)?;
                 devtmpfs_node(&scratch, n)
             })?,
             // The kernel announces the attached device before it has

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use uevd_lab::side::{
-    self, loop_ctl, loop_numbers, median, now, Manager, Scratch, UdevRoot, Uevents,
+    self, loop_add_fresh, loop_ctl, loop_numbers, median, now, Manager, Scratch, UdevRoot, Uevents,
 };
 use uevd_lab::{arg, delete_veth_pairs, veth_pairs, Lab};
 
@@ -137,7 +137,7 @@ fn one_run(cfg: &Config, manager: &Manager, run: usize) -> io::Result<Vec<PhaseC
     for phase in PHASES {
         let start = now();
         match phase {
-            "loop add" => loops.clone().try_for_each(|n| loop_ctl(true, n))?,
+            "loop add" => loops.clone().try_for_each(loop_add_fresh)?,
             "loop change" => loops.clone().try_for_each(|n| {
                 std::fs::write(
                     format!("/sys/devices/virtual/block/loop{n}/uevent"),
