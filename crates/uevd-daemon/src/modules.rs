@@ -28,8 +28,60 @@ pub(crate) fn record_module_loads(journal: &Journal) {
                     Ok(_) => {}
                 }
             }));
+            watch_live_modules(loader);
         }
         Err(e) => log::info!("no kernel modules to load: {e}"),
+    }
+}
+
+/// Tells the loader each module the kernel announces live, on a thread of
+/// its own, with a socket that hears nothing else: a module is usable once
+/// live, but its insertion returns only after every asynchronous job of
+/// the system has finished (uevd_kmod's `announce_live`), and the drivers
+/// waiting for a library should not wait for a disk controller's port
+/// probes too. The main thread cannot pass the news on: it may be walking
+/// sysfs for a coldplug. Without the socket, what waits for a module waits
+/// for its insertion to return, as before.
+fn watch_live_modules(loader: &'static uevd_kmod::Loader) {
+    let mut socket = match uevd_netlink::UeventSocket::kernel_module_announcements() {
+        Ok(s) => s,
+        Err(e) => {
+            log::debug!("not listening for modules going live: {e}");
+            return;
+        }
+    };
+    let listen = move || loop {
+        use rustix::fd::AsFd;
+        if let Err(e) = uevd_netlink::wait_readable(socket.as_fd(), None) {
+            log::debug!("listening for modules going live: {e}");
+            return;
+        }
+        loop {
+            match socket.recv() {
+                Ok(uevd_netlink::Received::Event(ev)) => {
+                    let name = ev.devpath().strip_prefix(b"/module/");
+                    if let Some(name) = name.and_then(|n| std::str::from_utf8(n).ok()) {
+                        loader.announce_live(name);
+                    }
+                }
+                Ok(uevd_netlink::Received::WouldBlock) => break,
+                // A lost announcement only means waiting for the insertion.
+                Ok(uevd_netlink::Received::Overflow) => {}
+                Ok(uevd_netlink::Received::Rejected(why)) => {
+                    log::debug!("module announcement dropped: {why}")
+                }
+                Err(e) => {
+                    log::debug!("listening for modules going live: {e}");
+                    return;
+                }
+            }
+        }
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("modules-live".into())
+        .spawn(listen)
+    {
+        log::debug!("not listening for modules going live: {e}");
     }
 }
 

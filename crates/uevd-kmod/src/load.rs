@@ -84,6 +84,9 @@ type Observer = Arc<dyn Fn(&LoadRecord<'_>) + Send + Sync>;
 #[derive(Default)]
 struct SlotState {
     loading: bool,
+    /// The kernel announced the module live while its insertion had not
+    /// returned yet (see [`Loader::announce_live`]).
+    live: bool,
     /// Background requests that need this module and went on to other
     /// work rather than wait for it: asked again when its load ends.
     parked: Vec<String>,
@@ -334,6 +337,9 @@ impl Loader {
                 }
             }
             if st.loading {
+                if st.live {
+                    return Ok(Ok(Outcome::AlreadyLoaded));
+                }
                 match park {
                     Some(_) if step.top => return Ok(Ok(Outcome::AlreadyLoaded)),
                     Some(request) => {
@@ -343,8 +349,11 @@ impl Loader {
                     None => {}
                 }
                 let generation = st.generation;
-                while st.loading && st.generation == generation {
+                while st.loading && !st.live && st.generation == generation {
                     st = slot.done.wait(st).unwrap_or_else(|e| e.into_inner());
+                }
+                if st.loading && st.live {
+                    return Ok(Ok(Outcome::AlreadyLoaded));
                 }
                 return Ok(st.last.clone().unwrap_or(Ok(Outcome::AlreadyLoaded)));
             }
@@ -399,10 +408,44 @@ impl Loader {
         Ok(result)
     }
 
+    /// The kernel announced `module` live (its `add` uevent), perhaps
+    /// while an insertion of it has not returned: after a module's init,
+    /// the kernel makes `finit_module` wait for every asynchronous job of
+    /// the whole system (`async_synchronize_full` in do_init_module: a
+    /// SATA controller's port probes, a SCSI host's scan), which can take
+    /// seconds, while the module is usable from the moment it is live.
+    /// What waits for it (the driver that needs this library) goes on
+    /// now; the insertion itself still counts as pending until it returns,
+    /// so whoever waits for the loader to be idle (settle) waits for those
+    /// jobs too, as before. A module no insertion of ours is under way for
+    /// is no news.
+    pub fn announce_live(&self, module: &str) {
+        let slot = {
+            let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            match slots.get(module) {
+                Some(slot) => slot.clone(),
+                None => return,
+            }
+        };
+        let parked = {
+            let mut st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
+            if !st.loading || st.live {
+                return;
+            }
+            st.live = true;
+            slot.done.notify_all();
+            std::mem::take(&mut st.parked)
+        };
+        if !parked.is_empty() {
+            self.unpark(parked);
+        }
+    }
+
     fn release(&self, slot: &Slot, r: Result<Outcome, Error>) {
         let parked = {
             let mut st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
             st.loading = false;
+            st.live = false;
             st.generation += 1;
             st.last = Some(r);
             slot.done.notify_all();

@@ -109,6 +109,11 @@ struct FakeKernel {
     gate: (Mutex<bool>, std::sync::Condvar),
     /// Gated modules whose insertion may end before the gate opens.
     released: Mutex<HashSet<String>>,
+    /// Gated modules that become live at `make_live`, though their
+    /// insertion returns only when the gate opens: the kernel's wait, after
+    /// a module's init, for every asynchronous job of the system.
+    lingering: HashSet<String>,
+    made_live: Mutex<HashSet<String>>,
 }
 
 impl FakeKernel {
@@ -121,6 +126,13 @@ impl FakeKernel {
     fn release(&self, module: &str) {
         let _open = self.gate.0.lock().unwrap();
         self.released.lock().unwrap().insert(module.to_owned());
+        self.gate.1.notify_all();
+    }
+
+    /// Ends a lingering module's init: it is live, its insertion goes on.
+    fn make_live(&self, module: &str) {
+        let _open = self.gate.0.lock().unwrap();
+        self.made_live.lock().unwrap().insert(module.to_owned());
         self.gate.1.notify_all();
     }
 
@@ -178,6 +190,14 @@ impl Backend for FakeKernel {
             .unwrap()
             .push((module.to_owned(), options.to_owned()));
         std::thread::sleep(self.delay);
+        if self.lingering.contains(module) {
+            let mut open = self.gate.0.lock().unwrap();
+            while !self.made_live.lock().unwrap().contains(module) {
+                open = self.gate.1.wait(open).unwrap();
+            }
+            drop(open);
+            self.live.lock().unwrap().insert(module.to_owned());
+        }
         if self.gated.contains(module) {
             let mut open = self.gate.0.lock().unwrap();
             while !*open && !self.released.lock().unwrap().contains(module) {
@@ -930,4 +950,61 @@ fn loading_threads_run_above_the_priority_of_whoever_asked() {
             "{seen:?}, asker {asker}"
         );
     }
+}
+
+/// After a module's init the kernel makes `finit_module` wait for every
+/// asynchronous job of the system (a SATA controller's port probes), while
+/// the module is live already. Announced live, the library lets the driver
+/// that needs it go in, parked request or thread waiting alike, before the
+/// library's insertion returns; settle still waits for that insertion.
+#[test]
+fn a_module_announced_live_lets_what_needs_it_go_in_before_its_insertion_returns() {
+    let t = tree(
+        &[("lib", &[]), ("drv", &["lib"]), ("other", &["lib"])],
+        &[("pci:v0001d0001", "drv")],
+        &[],
+        "",
+        false,
+    );
+    let kernel = Arc::new(FakeKernel {
+        gated: ["lib".to_string()].into(),
+        lingering: ["lib".to_string()].into(),
+        needs: [("drv", "lib"), ("other", "lib")]
+            .map(|(m, d)| (m.to_string(), vec![d.to_string()]))
+            .into(),
+        ..FakeKernel::default()
+    });
+    let loader: &'static Loader = Box::leak(Box::new(Loader::new(
+        resolver(&t),
+        Box::new(Shared(kernel.clone())),
+    )));
+    loader.load_in_background(&["lib"]);
+    assert!(kernel.wait_inserted(&["lib"]));
+    loader.load_in_background(&["pci:v0001d0001"]);
+    let waiting = std::thread::spawn(move || loader.load(&["other"]));
+    // Both ask while lib's init runs: one request parks, one thread waits.
+    std::thread::sleep(Duration::from_millis(100));
+    kernel.make_live("lib");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        kernel.inserted(),
+        ["lib"],
+        "what waits for lib goes on when the kernel says it is live"
+    );
+    loader.announce_live("lib");
+    assert!(
+        kernel.wait_inserted(&["drv", "other"]),
+        "{:?}",
+        kernel.inserted()
+    );
+    let results = waiting.join().unwrap();
+    assert!(results[0].is_ok(), "{results:?}");
+    assert!(
+        loader.background_pending() > 0,
+        "lib's insertion has not returned: settle waits for it"
+    );
+    kernel.open_gate();
+    assert!(loader.wait_background(std::time::Instant::now() + Duration::from_secs(20)));
+    assert_eq!(kernel.inserted().len(), 3);
+    assert!(kernel.order_errors.lock().unwrap().is_empty());
 }

@@ -112,6 +112,22 @@ impl UeventSocket {
         })
     }
 
+    /// Listens to the kernel's announcements that a module is live
+    /// (`add@/module/NAME`, sent once its init has returned) and to nothing
+    /// else: a filter attached to the socket makes the kernel drop every
+    /// other uevent before queueing it, so that this socket costs nothing
+    /// per device event. Messages that pass are checked as any kernel
+    /// event is.
+    pub fn kernel_module_announcements() -> io::Result<UeventSocket> {
+        let fd = open(1 << (GROUP_KERNEL - 1), None)?;
+        attach_prefix_filter(&fd, MODULE_ADD_PREFIX)?;
+        Ok(UeventSocket {
+            fd,
+            source: Source::Kernel,
+            buf: vec![0; MAX_MESSAGE],
+        })
+    }
+
     /// Takes over a kernel uevent socket that a service manager opened and
     /// passed on (systemd's `systemd-udevd-kernel.socket`: `ListenNetlink=
     /// kobject-uevent 1`, with its large receive buffer). Events the kernel
@@ -200,6 +216,71 @@ impl UeventSocket {
     }
 }
 
+/// How a kernel uevent announcing a live module begins: the kernel's
+/// message starts with `ACTION@DEVPATH`, and modules live under /module.
+const MODULE_ADD_PREFIX: &[u8; 12] = b"add@/module/";
+
+/// Attaches a classic BPF filter that accepts a message only if it begins
+/// with `prefix` (whole 32-bit words, compared as the kernel's absolute
+/// loads read them, in network byte order).
+fn attach_prefix_filter(fd: &impl AsFd, prefix: &[u8; 12]) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    const BPF_LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const BPF_JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const BPF_RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let words = prefix.chunks_exact(4).collect::<Vec<_>>();
+    let mut program = Vec::with_capacity(2 * words.len() + 2);
+    for (i, word) in words.iter().enumerate() {
+        let value = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
+        // On a mismatch, jump over the remaining checks and the accept.
+        let to_reject = (2 * (words.len() - i - 1) + 1) as u8;
+        program.push(libc::sock_filter {
+            code: BPF_LD_W_ABS,
+            jt: 0,
+            jf: 0,
+            k: (4 * i) as u32,
+        });
+        program.push(libc::sock_filter {
+            code: BPF_JEQ_K,
+            jt: 0,
+            jf: to_reject,
+            k: value,
+        });
+    }
+    program.push(libc::sock_filter {
+        code: BPF_RET_K,
+        jt: 0,
+        jf: 0,
+        k: u32::MAX,
+    });
+    program.push(libc::sock_filter {
+        code: BPF_RET_K,
+        jt: 0,
+        jf: 0,
+        k: 0,
+    });
+    let fprog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_mut_ptr(),
+    };
+    // SAFETY: `fprog` points at `program`, which outlives the call; the
+    // kernel copies the program and keeps no pointer to it.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_fd().as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            (&fprog as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 impl AsFd for UeventSocket {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
@@ -246,5 +327,44 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Option<std::time::Duration>) -
             Err(Errno::INTR) => continue,
             Err(e) => return Err(e.into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixDatagram;
+
+    #[test]
+    fn the_module_filter_lets_through_only_module_announcements() {
+        let (tx, rx) = UnixDatagram::pair().unwrap();
+        attach_prefix_filter(&rx, MODULE_ADD_PREFIX).unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let sent: [&[u8]; 6] = [
+            b"change@/module/loop\0ACTION=change\0",
+            b"add@/devices/virtual/block/loop0\0ACTION=add\0",
+            b"add@/module/loop\0ACTION=add\0DEVPATH=/module/loop\0",
+            b"add@/modul",
+            b"remove@/module/loop\0",
+            b"add@/module/virtio_pci\0ACTION=add\0",
+        ];
+        for m in sent {
+            tx.send(m).unwrap();
+        }
+        let mut got = Vec::new();
+        let mut buf = [0u8; 256];
+        while let Ok(n) = rx.recv(&mut buf) {
+            got.push(buf[..n].to_vec());
+        }
+        assert_eq!(got, [sent[2].to_vec(), sent[5].to_vec()]);
+    }
+
+    #[test]
+    fn a_module_announcement_socket_opens_as_root() {
+        if !rustix::process::geteuid().is_root() {
+            return;
+        }
+        let socket = UeventSocket::kernel_module_announcements().unwrap();
+        assert_eq!(socket.source, Source::Kernel);
     }
 }
