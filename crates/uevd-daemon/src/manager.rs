@@ -587,7 +587,7 @@ impl Daemon {
     /// already (as the coldplug read them).
     pub(crate) fn submit_asked_ahead(&self, batch: Vec<(EventKeys, Job)>) {
         for (_, job) in &batch {
-            self.sysfs.forget(job.event.devpath());
+            self.sysfs.event_seen(&job.event);
             if let Some(old) = job.event.devpath_old() {
                 self.sysfs.forget(old);
             }

@@ -272,6 +272,10 @@ impl Processor {
     pub fn process(&self, worker: usize, id: EventId, job: Job) {
         let started = now();
         let mut clock = Clock::new(self.journal.enabled(), started);
+        // A driver's binding is remembered as the kernel told it, without
+        // the global properties.
+        let bound =
+            matches!(job.event.action(), Action::Bind | Action::Unbind).then(|| job.event.clone());
         let device = Rc::new(Device::from_event(
             &self.sysfs,
             self.with_globals(job.event),
@@ -281,7 +285,10 @@ impl Processor {
             _ => self.update(&device, &mut clock),
         };
         // Its rules may have written attributes that children read.
-        self.sysfs.forget(device.devpath());
+        match &bound {
+            Some(event) => self.sysfs.event_seen(event),
+            None => self.sysfs.forget(device.devpath()),
+        }
         if device.event().action() == Action::Add {
             crate::modules::event_done(device.devpath());
         }

@@ -90,6 +90,32 @@ impl Sysfs {
         }
     }
 
+    /// What an event received for a device changes in what is remembered.
+    /// An event says that the device changed or went, and perhaps what is
+    /// below it, so the device and every device below it are dropped;
+    /// except when a driver was bound or unbound. Then the devices below are
+    /// as they were, and the kernel's `bind` or `unbind` event carries what
+    /// the device's `uevent` file now says, its driver included: the device
+    /// is remembered as the event describes it, its attributes to be read
+    /// afresh. That matters because reading a `uevent` file waits for the
+    /// device's lock, which the kernel holds while it works below the
+    /// device: a USB hub is locked while it enumerates its ports one after
+    /// another, and every event of a device behind it that looks at the hub
+    /// would wait for all of them.
+    pub fn event_seen(&self, event: &Uevent) {
+        let Some(p) = &self.parents else {
+            return;
+        };
+        let devpath = event.devpath();
+        match event.action() {
+            Action::Bind | Action::Unbind => match as_read(event) {
+                Some(read) => p.insert(devpath, Known::Device(Arc::new(Core::new(read)))),
+                None => p.forget_one(devpath),
+            },
+            _ => p.forget(devpath),
+        }
+    }
+
     /// The parent cache, if this mount has one.
     pub fn parent_cache(&self) -> Option<&ParentCache> {
         self.parents.as_deref()
@@ -497,6 +523,19 @@ fn never_a_device(devpath: &[u8]) -> bool {
         },
         None => false,
     }
+}
+
+/// The event a read of the device's `uevent` file would make, from a
+/// kernel event that carries the same properties (`bind`, `unbind`).
+fn as_read(event: &Uevent) -> Option<Uevent> {
+    let mut file = Vec::new();
+    for (k, v) in event.iter() {
+        file.extend_from_slice(k);
+        file.push(b'=');
+        file.extend_from_slice(v);
+        file.push(b'\n');
+    }
+    Uevent::synthesize(Action::Add, event.devpath(), event.subsystem(), &file, &[]).ok()
 }
 
 /// What is known of a device: its identity and the attributes read so
@@ -1039,6 +1078,62 @@ mod tests {
         cached.forget(disk.as_bytes());
         assert_eq!(cached.parent_cache().unwrap().len(), 5);
         plain.forget(disk.as_bytes());
+    }
+
+    #[test]
+    fn a_driver_bound_keeps_what_is_below_and_the_device_as_its_event_says() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let pci = "/devices/pci0000:00/0000:00:09.0";
+        let hub = format!("{pci}/usb1");
+        let port = format!("{hub}/1-1");
+        fake_device(root, pci, "pci", "PCI_ID=1B36:000D\n");
+        fake_device(root, &hub, "usb", "DEVTYPE=usb_device\nBUSNUM=001\n");
+        fake_device(root, &port, "usb", "DEVTYPE=usb_device\nBUSNUM=001\n");
+        let sysfs = Sysfs::new(root).with_parent_cache();
+        let event_of_port = || {
+            let ev = sysfs.read_event(Action::Add, port.as_bytes()).unwrap();
+            Rc::new(Device::from_event(&sysfs, ev))
+        };
+        let ancestors = |dev: &Rc<Device>| -> Vec<(String, Option<Vec<u8>>)> {
+            dev.ancestors()
+                .skip(1)
+                .map(|d| {
+                    let driver = d.event().get(b"DRIVER").map(<[u8]>::to_vec);
+                    (String::from_utf8_lossy(d.devpath()).into_owned(), driver)
+                })
+                .collect()
+        };
+        assert_eq!(ancestors(&event_of_port()).len(), 2, "hub, PCI device");
+        let known = sysfs.parent_cache().unwrap().len();
+
+        // xhci binds to the PCI device: the kernel's event says what its
+        // uevent file now says.
+        let bind = format!(
+            "ACTION=bind\0DEVPATH={pci}\0SUBSYSTEM=pci\0SEQNUM=9\0DRIVER=xhci_hcd\0PCI_ID=1B36:000D\0"
+        );
+        sysfs.event_seen(&Uevent::parse_properties(bind.as_bytes()).unwrap());
+        assert_eq!(
+            sysfs.parent_cache().unwrap().len(),
+            known,
+            "the hub is kept"
+        );
+        // The hub is locked while it enumerates its ports, and neither it
+        // nor the PCI device is read again for the port's next event.
+        fs::remove_file(root.join(&hub[1..]).join("uevent")).unwrap();
+        fs::remove_file(root.join(&pci[1..]).join("uevent")).unwrap();
+        let seen = ancestors(&event_of_port());
+        assert_eq!(seen[0], (hub.clone(), None));
+        assert_eq!(seen[1], (pci.to_string(), Some(b"xhci_hcd".to_vec())));
+        let remembered = event_of_port().parent().unwrap().parent().unwrap();
+        assert_eq!(remembered.event().action(), Action::Add);
+        assert_eq!(remembered.event().get(b"SEQNUM"), None);
+        assert_eq!(remembered.subsystem().as_deref(), Some(&b"pci"[..]));
+
+        // Any other event of the PCI device drops it and what is below it.
+        let change = format!("ACTION=change\0DEVPATH={pci}\0SUBSYSTEM=pci\0SEQNUM=10\0");
+        sysfs.event_seen(&Uevent::parse_properties(change.as_bytes()).unwrap());
+        assert!(sysfs.parent_cache().unwrap().len() < known);
     }
 
     #[test]

@@ -13,7 +13,10 @@
 //! that device, so an entry is good until an event for it or for one of its
 //! ancestors arrives: [`ParentCache::forget`] is called then, when the event
 //! is received (and again when it has been processed, since its rules may
-//! write attributes), and drops the device and everything below it.
+//! write attributes), and drops the device and everything below it. A
+//! driver bound or unbound changes the device alone, and its event says
+//! all its `uevent` file would: the device is remembered as the event has
+//! it ([`crate::Sysfs::event_seen`]).
 
 use crate::Core;
 use std::collections::BTreeMap;
@@ -42,6 +45,11 @@ impl ParentCache {
 
     pub(crate) fn insert(&self, devpath: &[u8], known: Known) {
         self.lock().insert(devpath.into(), known);
+    }
+
+    /// Drops `devpath` alone.
+    pub(crate) fn forget_one(&self, devpath: &[u8]) {
+        self.lock().remove(devpath);
     }
 
     /// Drops `devpath` and every entry below it.
