@@ -272,8 +272,8 @@ impl Processor {
     pub fn process(&self, worker: usize, id: EventId, job: Job) {
         let started = now();
         let mut clock = Clock::new(self.journal.enabled(), started);
-        // A driver's binding is remembered as the kernel told it, without
-        // the global properties.
+        // A driver's binding is remembered in the parent cache as the
+        // kernel told it, without the global properties.
         let bound =
             matches!(job.event.action(), Action::Bind | Action::Unbind).then(|| job.event.clone());
         let device = Rc::new(Device::from_event(
@@ -285,10 +285,8 @@ impl Processor {
             _ => self.update(&device, &mut clock),
         };
         // Its rules may have written attributes that children read.
-        match &bound {
-            Some(event) => self.sysfs.event_seen(event),
-            None => self.sysfs.forget(device.devpath()),
-        }
+        self.sysfs
+            .event_seen(bound.as_ref().unwrap_or_else(|| device.event()));
         if device.event().action() == Action::Add {
             crate::modules::event_done(device.devpath());
         }

@@ -248,6 +248,15 @@ impl<K: Backend> Backend for Shared<K> {
     }
 }
 
+/// A loader that lives as long as its background threads, on a fake
+/// kernel the test keeps a handle on.
+fn leaked_loader<K: Backend + Send + Sync + 'static>(t: &Tree, kernel: &Arc<K>) -> &'static Loader {
+    Box::leak(Box::new(Loader::new(
+        resolver(t),
+        Box::new(Shared(kernel.clone())),
+    )))
+}
+
 const DEPS: &[(&str, &[&str])] = &[
     // modules.dep lists the deepest dependency last.
     ("a", &["b", "c"]),
@@ -563,10 +572,7 @@ fn background_loads_return_at_once_overlap_and_settle_when_idle() {
             .collect(),
         ..FakeKernel::default()
     });
-    let loader: &'static Loader = Box::leak(Box::new(Loader::new(
-        resolver(&t),
-        Box::new(Shared(kernel.clone())),
-    )));
+    let loader = leaked_loader(&t, &kernel);
     let started = std::time::Instant::now();
     let names: Vec<&str> = deps.iter().map(|(n, _)| n.as_str()).collect();
     loader.load_in_background(&names);
@@ -622,10 +628,7 @@ fn background_threads_do_not_wait_for_a_module_another_thread_is_inserting() {
             .collect(),
         ..FakeKernel::default()
     });
-    let loader: &'static Loader = Box::leak(Box::new(Loader::new(
-        resolver(&t),
-        Box::new(Shared(kernel.clone())),
-    )));
+    let loader = leaked_loader(&t, &kernel);
     let mut first: Vec<&str> = aliases.iter().map(|(a, _)| a.as_str()).collect();
     first.push("slowlib");
     loader.load_in_background(&first);
@@ -664,10 +667,7 @@ fn a_devices_driver_asked_for_ahead_is_not_asked_for_again_by_its_event() {
         fail: ["cpufreq".to_string()].into(),
         ..FakeKernel::default()
     });
-    let loader: &'static Loader = Box::leak(Box::new(Loader::new(
-        resolver(&t),
-        Box::new(Shared(kernel.clone())),
-    )));
+    let loader = leaked_loader(&t, &kernel);
     let settle =
         || assert!(loader.wait_background(std::time::Instant::now() + Duration::from_secs(20)));
     let cpu0: &[u8] = b"/devices/system/cpu/cpu0";
@@ -759,10 +759,7 @@ fn a_drivers_dependencies_that_do_not_need_each_other_go_in_side_by_side() {
         gated: ["ring", "modern", "legacy"].map(String::from).into(),
         ..FakeKernel::default()
     });
-    let loader: &'static Loader = Box::leak(Box::new(Loader::new(
-        resolver(&t),
-        Box::new(Shared(kernel.clone())),
-    )));
+    let loader = leaked_loader(&t, &kernel);
     loader.load_ahead(&[(b"/devices/pci0000:00/0000:00:02.0", "pci:v1AF4d1000")]);
     // Serially, "modern" and "legacy" would wait for "ring" to end.
     assert!(
@@ -802,10 +799,7 @@ fn a_failing_dependency_handed_on_stops_the_driver_and_is_not_retried_over_and_o
         gated: ["first", "third"].map(String::from).into(),
         ..FakeKernel::default()
     });
-    let loader: &'static Loader = Box::leak(Box::new(Loader::new(
-        resolver(&t),
-        Box::new(Shared(kernel.clone())),
-    )));
+    let loader = leaked_loader(&t, &kernel);
     loader.load_in_background(&["drv"]);
     assert!(kernel.wait_inserted(&["first", "bad", "third"]));
     kernel.open_gate();
@@ -848,10 +842,7 @@ fn what_a_load_under_way_needs_goes_in_before_drivers_asked_for_later() {
             .into(),
         ..FakeKernel::default()
     });
-    let loader: &'static Loader = Box::leak(Box::new(Loader::new(
-        resolver(&t),
-        Box::new(Shared(kernel.clone())),
-    )));
+    let loader = leaked_loader(&t, &kernel);
     loader.set_background_threads(3);
     loader.load_in_background(&["busy", "slow0", "slow1"]);
     assert!(kernel.wait_inserted(&["busy", "slow0", "slow1"]));
@@ -896,10 +887,7 @@ fn a_name_asked_for_while_it_loads_is_not_loaded_twice() {
         gated: ["cpufreq".to_string()].into(),
         ..FakeKernel::default()
     });
-    let loader: &'static Loader = Box::leak(Box::new(Loader::new(
-        resolver(&t),
-        Box::new(Shared(kernel.clone())),
-    )));
+    let loader = leaked_loader(&t, &kernel);
     let alias = "cpu:type:x86,ven0002";
     loader.load_ahead(&[(b"/devices/system/cpu/cpu0", alias)]);
     assert!(kernel.wait_inserted(&["cpufreq"]));
@@ -925,10 +913,7 @@ fn loading_threads_run_above_the_priority_of_whoever_asked() {
         false,
     );
     let kernel = Arc::new(FakeKernel::default());
-    let loader: &'static Loader = Box::leak(Box::new(Loader::new(
-        resolver(&t),
-        Box::new(Shared(kernel.clone())),
-    )));
+    let loader = leaked_loader(&t, &kernel);
     // SAFETY: a plain system call about the calling thread.
     let asker = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
     loader.load_in_background(&["drv", "other"]);
@@ -974,10 +959,7 @@ fn a_module_announced_live_lets_what_needs_it_go_in_before_its_insertion_returns
             .into(),
         ..FakeKernel::default()
     });
-    let loader: &'static Loader = Box::leak(Box::new(Loader::new(
-        resolver(&t),
-        Box::new(Shared(kernel.clone())),
-    )));
+    let loader = leaked_loader(&t, &kernel);
     loader.load_in_background(&["lib"]);
     assert!(kernel.wait_inserted(&["lib"]));
     loader.load_in_background(&["pci:v0001d0001"]);

@@ -83,7 +83,13 @@ pub struct UeventSocket {
     buf: Vec<u8>,
 }
 
-fn open(groups: u32, receive_buffer: Option<usize>) -> io::Result<OwnedFd> {
+/// A uevent socket bound to `groups`. A `prefix` filter is attached
+/// before the socket is bound, so that nothing else is ever queued on it.
+fn open(
+    groups: u32,
+    receive_buffer: Option<usize>,
+    prefix: Option<&[u8; 12]>,
+) -> io::Result<OwnedFd> {
     let fd = rustix::net::socket_with(
         AddressFamily::NETLINK,
         SocketType::DGRAM,
@@ -98,6 +104,9 @@ fn open(groups: u32, receive_buffer: Option<usize>) -> io::Result<OwnedFd> {
         }
     }
     sockopt::set_socket_passcred(&fd, true)?;
+    if let Some(prefix) = prefix {
+        attach_prefix_filter(&fd, prefix)?;
+    }
     bind(&fd, &SocketAddrNetlink::new(0, groups))?;
     Ok(fd)
 }
@@ -106,7 +115,7 @@ impl UeventSocket {
     /// Listens to the kernel's uevents.
     pub fn kernel(receive_buffer: usize) -> io::Result<UeventSocket> {
         Ok(UeventSocket {
-            fd: open(1 << (GROUP_KERNEL - 1), Some(receive_buffer))?,
+            fd: open(1 << (GROUP_KERNEL - 1), Some(receive_buffer), None)?,
             source: Source::Kernel,
             buf: vec![0; MAX_MESSAGE],
         })
@@ -119,10 +128,8 @@ impl UeventSocket {
     /// per device event. Messages that pass are checked as any kernel
     /// event is.
     pub fn kernel_module_announcements() -> io::Result<UeventSocket> {
-        let fd = open(1 << (GROUP_KERNEL - 1), None)?;
-        attach_prefix_filter(&fd, MODULE_ADD_PREFIX)?;
         Ok(UeventSocket {
-            fd,
+            fd: open(1 << (GROUP_KERNEL - 1), None, Some(MODULE_ADD_PREFIX))?,
             source: Source::Kernel,
             buf: vec![0; MAX_MESSAGE],
         })
@@ -162,7 +169,7 @@ impl UeventSocket {
     /// Listens to processed events announced by a device manager.
     pub fn udev_monitor(receive_buffer: usize) -> io::Result<UeventSocket> {
         Ok(UeventSocket {
-            fd: open(1 << (GROUP_UDEV - 1), Some(receive_buffer))?,
+            fd: open(1 << (GROUP_UDEV - 1), Some(receive_buffer), None)?,
             source: Source::Udev,
             buf: vec![0; MAX_MESSAGE],
         })
@@ -294,7 +301,9 @@ pub struct Broadcaster {
 
 impl Broadcaster {
     pub fn new() -> io::Result<Broadcaster> {
-        Ok(Broadcaster { fd: open(0, None)? })
+        Ok(Broadcaster {
+            fd: open(0, None, None)?,
+        })
     }
 
     /// Sends one encoded monitor message. Having no listener is not an error.

@@ -528,14 +528,15 @@ fn never_a_device(devpath: &[u8]) -> bool {
 /// The event a read of the device's `uevent` file would make, from a
 /// kernel event that carries the same properties (`bind`, `unbind`).
 fn as_read(event: &Uevent) -> Option<Uevent> {
-    let mut file = Vec::new();
-    for (k, v) in event.iter() {
-        file.extend_from_slice(k);
-        file.push(b'=');
-        file.extend_from_slice(v);
-        file.push(b'\n');
-    }
-    Uevent::synthesize(Action::Add, event.devpath(), event.subsystem(), &file, &[]).ok()
+    let properties = event.to_nulstr();
+    Uevent::synthesize(
+        Action::Add,
+        event.devpath(),
+        event.subsystem(),
+        &properties,
+        &[],
+    )
+    .ok()
 }
 
 /// What is known of a device: its identity and the attributes read so
