@@ -136,6 +136,8 @@ impl Builtin for InputId {
             }
             pdev = d.parent_with_subsystem(b"input", None);
         }
+        // Without an input device above, udev still asks the node.
+        let mut may_have_size = true;
         if let Some(pdev) = pdev {
             let bustype = attr(&pdev, "id/bustype")
                 .and_then(|v| atoux16(&v))
@@ -161,8 +163,15 @@ impl Builtin for InputId {
             if caps.ev.test(EV_SW) {
                 set(out, "ID_INPUT_SWITCH", "1");
             }
+            may_have_size = caps.abs.test(ABS_X) && caps.abs.test(ABS_Y);
         }
-        if sysname(dev).starts_with(b"event") {
+        // The size needs both axes' resolutions, which only the node tells.
+        // A driver gives an axis its range and resolution with the call
+        // that sets the axis' bit, so a device listed without ABS_X or
+        // ABS_Y has none to tell, and its node is not opened: an open is
+        // far from free (two RCU grace periods on close, 50 ms more for a
+        // USB HID device, a power-up for some touch devices).
+        if may_have_size && sysname(dev).starts_with(b"event") {
             if let Some((x, y)) = evdev::abs_xy(dev) {
                 size_properties(x, y, out);
             }

@@ -84,3 +84,65 @@ fn oversized_bitmaps_fail_like_udev() {
         Failure::Error(_)
     ));
 }
+
+/// Opens of each stand-in node while input_id runs on its event device,
+/// as inotify saw them.
+fn node_opens(parents: &[&str]) -> Vec<(String, bool)> {
+    use rustix::fs::inotify;
+    let mut t = inputs();
+    let nodes = tempfile::tempdir().unwrap();
+    let fd = inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC).unwrap();
+    let mut watches = Vec::new();
+    for (i, parent) in parents.iter().enumerate() {
+        // What a node is does not matter here, only whether it is opened:
+        // input_id checks its type and number after the open.
+        let node = nodes.path().join(format!("event{i}"));
+        std::fs::write(&node, b"").unwrap();
+        let wd = inotify::add_watch(&fd, &node, inotify::WatchFlags::OPEN).unwrap();
+        watches.push((parent.to_string(), wd));
+        t.dev(
+            &format!("{BASE}/{parent}/event{}", 200 + i),
+            "input",
+            &format!("MAJOR=13\nMINOR={}\nDEVNAME={}\n", 200 + i, node.display()),
+        );
+        props("input_id", &t, &format!("{BASE}/{parent}/event{}", 200 + i));
+    }
+    let mut opened = std::collections::HashSet::new();
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+    let mut reader = inotify::Reader::new(&fd, &mut buf);
+    while let Ok(ev) = reader.next() {
+        opened.insert(ev.wd());
+    }
+    watches
+        .into_iter()
+        .map(|(p, wd)| (p, opened.contains(&wd)))
+        .collect()
+}
+
+#[test]
+fn only_event_nodes_of_devices_with_both_axes_are_opened() {
+    // touchpad and tablet list ABS_X and ABS_Y; the others do not (mt_only
+    // has multitouch positions alone, bare_abs has X and Y).
+    let got = node_opens(&[
+        "touchpad",
+        "mouse_17_buttons",
+        "keyboard_one_button",
+        "mt_only",
+        "tablet",
+        "lid",
+        "bare_abs",
+    ]);
+    let want: Vec<(String, bool)> = [
+        ("touchpad", true),
+        ("mouse_17_buttons", false),
+        ("keyboard_one_button", false),
+        ("mt_only", false),
+        ("tablet", true),
+        ("lid", false),
+        ("bare_abs", true),
+    ]
+    .iter()
+    .map(|(p, o)| (p.to_string(), *o))
+    .collect();
+    assert_eq!(got, want);
+}
