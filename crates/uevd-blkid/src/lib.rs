@@ -110,9 +110,10 @@ pub struct FileSource {
     windows: windows::Windows,
 }
 
-/// The kernel's default readahead (128 KiB): what a buffered read of a
-/// few sectors of a disk brings in anyway. A larger readahead set for
-/// streaming does not make a probe read more.
+/// The kernel's default readahead (128 KiB), the most it reads of a disk
+/// in one go for a buffered reader: a read that size costs a disk about
+/// what a small one does. A larger readahead set for streaming does not
+/// make a probe read more; a smaller one (slow media) makes it read less.
 const JOIN_MAX: u64 = 128 * 1024;
 
 const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
@@ -136,17 +137,15 @@ impl FileSource {
         let meta = file.metadata()?;
         let block = meta.file_type().is_block_device();
         let fd = file.as_raw_fd();
+        let (mut size, mut sector_size, mut cdrom) = (meta.len(), 512, false);
         // An image file is read through the page cache with the kernel's
         // default readahead.
-        let (mut size, mut sector_size, mut cdrom, mut join) = (meta.len(), 512, false, JOIN_MAX);
+        let join = if block {
+            readahead(fd).min(JOIN_MAX)
+        } else {
+            JOIN_MAX
+        };
         if block {
-            join = 0;
-            let mut sectors: libc::c_long = 0;
-            // SAFETY: BLKRAGET writes one long (512-byte sectors) through
-            // the pointer.
-            if unsafe { libc::ioctl(fd, BLKRAGET as _, &mut sectors as *mut libc::c_long) } == 0 {
-                join = (sectors.max(0) as u64).saturating_mul(512).min(JOIN_MAX);
-            }
             let mut bytes: u64 = 0;
             // SAFETY: BLKGETSIZE64 writes one u64 through the pointer.
             if unsafe { libc::ioctl(fd, BLKGETSIZE64 as _, &mut bytes as *mut u64) } == 0 {
@@ -178,6 +177,17 @@ impl FileSource {
     pub fn is_block_device(&self) -> bool {
         self.block
     }
+}
+
+/// A block device's readahead in bytes (`BLKRAGET`); 0 when unknown.
+fn readahead(fd: std::os::unix::io::RawFd) -> u64 {
+    let mut sectors: libc::c_long = 0;
+    // SAFETY: BLKRAGET writes one long (512-byte sectors) through the
+    // pointer.
+    if unsafe { libc::ioctl(fd, BLKRAGET as _, &mut sectors as *mut libc::c_long) } != 0 {
+        return 0;
+    }
+    (sectors.max(0) as u64).saturating_mul(512)
 }
 
 impl Source for FileSource {
@@ -536,14 +546,7 @@ fn probe_ranges(offset: u64, size: u64) -> Vec<(u64, u64)> {
         .collect();
     pages.sort_unstable();
     pages.dedup();
-    let mut ranges: Vec<(u64, u64)> = Vec::new();
-    for p in pages {
-        match ranges.last_mut() {
-            Some((start, len)) if *start + *len == p * PAGE => *len += PAGE,
-            _ => ranges.push((p * PAGE, PAGE)),
-        }
-    }
-    ranges
+    windows::join(pages.into_iter().map(|p| (p * PAGE, PAGE)), 0)
 }
 
 /// Everything libblkid reports for the source, as udev's builtin asks for

@@ -23,20 +23,28 @@ pub(crate) struct Windows {
     windows: RefCell<Vec<Window>>,
 }
 
+/// Sorted `(offset, length)` ranges, each one that starts at most `gap`
+/// bytes after the end of the one before it joined to it (with a `gap` of
+/// 0, ranges that touch); empty ranges are dropped.
+pub(crate) fn join(ranges: impl IntoIterator<Item = (u64, u64)>, gap: u64) -> Vec<(u64, u64)> {
+    let mut joined: Vec<(u64, u64)> = Vec::new();
+    for (start, len) in ranges.into_iter().filter(|&(_, len)| len > 0) {
+        match joined.last_mut() {
+            Some((s, l)) if start <= (*s + *l).saturating_add(gap) => {
+                *l = (*l).max(start + len - *s);
+            }
+            _ => joined.push((start, len)),
+        }
+    }
+    joined
+}
+
 impl Windows {
     /// Replaces the announced ranges (`(offset, length)`, sorted, apart),
-    /// a range that starts at most `join` bytes after the end of the one
-    /// before it joined to it. Returns the windows as `(offset, length)`.
-    pub(crate) fn announce(&self, ranges: &[(u64, u64)], join: u64) -> Vec<(u64, u64)> {
-        let mut joined: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
-        for &(start, len) in ranges.iter().filter(|&&(_, len)| len > 0) {
-            match joined.last_mut() {
-                Some((s, l)) if start <= (*s + *l).saturating_add(join) => {
-                    *l = (*l).max(start + len - *s);
-                }
-                _ => joined.push((start, len)),
-            }
-        }
+    /// those less than `gap` bytes apart [`join`]ed into one window.
+    /// Returns the windows as `(offset, length)`.
+    pub(crate) fn announce(&self, ranges: &[(u64, u64)], gap: u64) -> Vec<(u64, u64)> {
+        let joined = join(ranges.iter().copied(), gap);
         *self.windows.borrow_mut() = joined
             .iter()
             .map(|&(start, len)| Window {

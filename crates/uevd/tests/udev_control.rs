@@ -423,6 +423,7 @@ fn unfiltered_uevent_sockets(lab: &Lab, pid: u32) -> usize {
             let fd = libc::syscall(libc::SYS_pidfd_getfd, pidfd, number, 0) as i32;
             assert!(fd >= 0, "pidfd_getfd: {}", std::io::Error::last_os_error());
             let mut len: libc::socklen_t = 0;
+            // SO_GET_FILTER: the attach option's number, read back.
             let r = libc::getsockopt(
                 fd,
                 libc::SOL_SOCKET,
