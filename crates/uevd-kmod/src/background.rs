@@ -84,6 +84,11 @@ pub(crate) struct Background {
     state: Mutex<State>,
     work: Condvar,
     idle: Condvar,
+    /// The loader these threads belong to, once one is started: a
+    /// request sent on from outside them (unparked when a module goes
+    /// live) may need a thread of its own while every one of them waits
+    /// in the kernel.
+    owner: std::sync::OnceLock<&'static Loader>,
 }
 
 /// Threads at most, by default: module inits mostly sleep (probes,
@@ -176,6 +181,7 @@ impl Loader {
         place: Place,
     ) {
         let bg = &self.background;
+        let _ = bg.owner.set(self);
         let mut front = Vec::new();
         for name in names_or_aliases {
             if st.running.contains(name) {
@@ -201,6 +207,13 @@ impl Loader {
         for name in front.into_iter().rev() {
             st.queue.push_front(name);
         }
+        self.wake_locked(st);
+    }
+
+    /// Wakes sleeping threads for what is queued, and starts more where
+    /// none sleeps, up to the limit.
+    fn wake_locked(&'static self, mut st: std::sync::MutexGuard<'_, State>) {
+        let bg = &self.background;
         let ready = st.queue.len();
         if st.sleeping >= ready {
             for _ in 0..ready {
@@ -290,8 +303,18 @@ impl Loader {
         let mut st = bg.lock();
         for r in requests.into_iter().rev() {
             st.queue.push_front(r);
-            bg.work.notify_one();
         }
+        match bg.owner.get() {
+            Some(owner) => owner.wake_locked(st),
+            None => bg.work.notify_all(),
+        }
+    }
+
+    /// Counts an insertion as pending until the guard is dropped, apart
+    /// from the request that made it (which may finish first).
+    pub(crate) fn insertion_pending(&self) -> PendingInsertion<'_> {
+        self.background.lock().pending += 1;
+        PendingInsertion(&self.background)
     }
 
     /// Loads asked for in the background and not finished yet.
@@ -316,5 +339,18 @@ impl Loader {
                 .0;
         }
         true
+    }
+}
+
+/// An insertion settle waits for (see [`Loader::insertion_pending`]).
+pub(crate) struct PendingInsertion<'a>(&'a Background);
+
+impl Drop for PendingInsertion<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.pending -= 1;
+        if st.pending == 0 {
+            self.0.idle.notify_all();
+        }
     }
 }

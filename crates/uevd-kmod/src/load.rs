@@ -110,6 +110,22 @@ struct Slot {
     done: Condvar,
 }
 
+impl Slot {
+    /// Takes back `request`, parked on this slot by the thread inserting
+    /// the module: false if the module went live meanwhile and the
+    /// request was sent on without this thread.
+    fn unpark_self(&self, request: &str) -> bool {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match st.parked.iter().position(|p| p == request) {
+            Some(at) => {
+                st.parked.remove(at);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// Loads modules for any number of threads at once. Send + Sync.
 pub struct Loader {
     resolver: Resolver,
@@ -358,7 +374,21 @@ impl Loader {
                 return Ok(st.last.clone().unwrap_or(Ok(Outcome::AlreadyLoaded)));
             }
             st.loading = true;
+            // A library this request inserts itself: after its init, the
+            // kernel holds the insertion until every asynchronous job of
+            // the system is done (see announce_live), and the request
+            // would wait there with it. Parked on the library as well,
+            // the request goes on from another thread once the library is
+            // live; this thread then only sees the insertion through.
+            if let (Some(request), false) = (park, step.top) {
+                st.parked.push(request.to_owned());
+            }
         }
+        let parked_here = park.filter(|_| !step.top);
+        // Counted as pending on its own: the request may be done
+        // elsewhere while the insertion still waits, and settle waits for
+        // the insertion too.
+        let _insertion = parked_here.map(|_| self.insertion_pending());
         let claim = Claim {
             loader: self,
             slot: &slot,
@@ -368,7 +398,11 @@ impl Loader {
         // and the claim.
         let result = match self.loaded(step) {
             Ok(Some(o)) => {
+                let moved_on = parked_here.is_some_and(|r| !slot.unpark_self(r));
                 claim.release(Ok(o));
+                if moved_on {
+                    return Err(Parked);
+                }
                 return Ok(Ok(o));
             }
             Ok(None) => {
@@ -384,6 +418,7 @@ impl Loader {
                     Err(e) => Err(e),
                 };
                 let end_ns = uevd_timeline::now();
+                let moved_on = parked_here.is_some_and(|r| !slot.unpark_self(r));
                 claim.release(r.clone());
                 let observer = self
                     .observer
@@ -398,10 +433,17 @@ impl Loader {
                         result: &r,
                     });
                 }
+                if moved_on {
+                    return Err(Parked);
+                }
                 r
             }
             Err(e) => {
+                let moved_on = parked_here.is_some_and(|r| !slot.unpark_self(r));
                 claim.release(Err(e.clone()));
+                if moved_on {
+                    return Err(Parked);
+                }
                 Err(e)
             }
         };

@@ -990,3 +990,45 @@ fn a_module_announced_live_lets_what_needs_it_go_in_before_its_insertion_returns
     assert_eq!(kernel.inserted().len(), 3);
     assert!(kernel.order_errors.lock().unwrap().is_empty());
 }
+
+/// A driver asked for alone inserts the first library it lacks on its own
+/// thread; that insertion lingers in the kernel's wait for every
+/// asynchronous job of the system after the library's init (usbhid's hid,
+/// behind a SATA controller's port probes). Announced live, the library
+/// lets the driver go in on another thread, and settle still waits for
+/// the library's insertion to return.
+#[test]
+fn a_driver_goes_in_when_the_library_its_own_thread_inserts_is_live() {
+    let t = tree(
+        &[("lib", &[]), ("drv", &["lib"])],
+        &[("usb:v0001p0001", "drv")],
+        &[],
+        "",
+        false,
+    );
+    let kernel = Arc::new(FakeKernel {
+        gated: ["lib".to_string()].into(),
+        lingering: ["lib".to_string()].into(),
+        needs: [("drv".to_string(), vec!["lib".to_string()])].into(),
+        ..FakeKernel::default()
+    });
+    let loader = leaked_loader(&t, &kernel);
+    loader.load_in_background(&["usb:v0001p0001"]);
+    assert!(kernel.wait_inserted(&["lib"]));
+    kernel.make_live("lib");
+    loader.announce_live("lib");
+    assert!(
+        kernel.wait_inserted(&["lib", "drv"]),
+        "the driver waits for its library's insertion to return: {:?}",
+        kernel.inserted()
+    );
+    assert!(
+        loader.background_pending() > 0,
+        "lib's insertion has not returned: settle waits for it"
+    );
+    assert!(!loader.wait_background(std::time::Instant::now() + Duration::from_millis(200)));
+    kernel.open_gate();
+    assert!(loader.wait_background(std::time::Instant::now() + Duration::from_secs(20)));
+    assert_eq!(kernel.inserted(), ["lib", "drv"]);
+    assert!(kernel.order_errors.lock().unwrap().is_empty());
+}
