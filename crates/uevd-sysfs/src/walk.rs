@@ -172,6 +172,16 @@ pub fn walk_devices(sysfs: &Sysfs, mut visit: impl FnMut(Visit<'_>)) -> io::Resu
             Err(_) => continue,
         };
         let mut listing = list(fd.as_fd(), &mut buf);
+        if path == top {
+            // PCI host bridges first: behind them are the controllers
+            // (storage, network, USB) whose drivers' probes are the
+            // longest chains of a boot, and the sooner their devices are
+            // seen, the sooner those drivers start loading. Firmware
+            // (ACPI) devices, which sort before them, rarely need one.
+            listing
+                .subdirs
+                .sort_by_key(|name| !name.starts_with(b"pci"));
+        }
         if listing.device {
             groups.prune(&mut listing);
             if let Some(devpath) = sysfs.devpath_of(&path) {
@@ -461,7 +471,9 @@ mod tests {
 
     /// On this machine's sysfs: exactly the directories below
     /// /sys/devices with a regular `uevent` file, parents first, as a
-    /// plain recursive walk by path finds them.
+    /// plain recursive walk by path finds them (in name order, PCI host
+    /// bridges first), and every device behind a PCI host bridge before
+    /// any other.
     #[test]
     fn the_real_sysfs_walk_finds_what_a_walk_by_path_finds() {
         fn by_path(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -475,6 +487,9 @@ mod tests {
                 .map(|e| e.path())
                 .collect();
             subdirs.sort();
+            if dir == Path::new("/sys/devices") {
+                subdirs.sort_by_key(|d| !d.file_name().unwrap().as_bytes().starts_with(b"pci"));
+            }
             for d in subdirs {
                 by_path(&d, out);
             }
@@ -491,6 +506,21 @@ mod tests {
         // settled.
         assert_eq!(seen, expected);
         assert!(seen.len() > 10, "{}", seen.len());
+        let behind_pci = |p: &PathBuf| {
+            p.starts_with("/sys/devices") && {
+                let top = p
+                    .components()
+                    .nth(3)
+                    .map(|c| c.as_os_str().as_bytes().to_vec());
+                top.is_some_and(|t| t.starts_with(b"pci"))
+            }
+        };
+        let pci = seen.iter().filter(|p| behind_pci(p)).count();
+        assert!(
+            seen[..pci].iter().all(behind_pci),
+            "PCI devices are walked first: {:?}",
+            &seen[..pci.min(5)]
+        );
     }
 
     #[test]
