@@ -379,12 +379,15 @@ impl Loader {
             // the system is done (see announce_live), and the request
             // would wait there with it. Parked on the library as well,
             // the request goes on from another thread once the library is
-            // live; this thread then only sees the insertion through.
-            if let (Some(request), false) = (park, step.top) {
+            // live; this thread then only sees the insertion through. Not
+            // for an install command: what it does after inserting the
+            // module is part of the step, and what comes next waits for
+            // all of it, as with modprobe.
+            if let Some(request) = self_parking(park, step) {
                 st.parked.push(request.to_owned());
             }
         }
-        let parked_here = park.filter(|_| !step.top);
+        let parked_here = self_parking(park, step);
         // Counted as pending on its own: the request may be done
         // elsewhere while the insertion still waits, and settle waits for
         // the insertion too.
@@ -497,6 +500,13 @@ impl Loader {
             self.unpark(parked);
         }
     }
+}
+
+/// The request to park on the slot of a step it inserts itself (see
+/// Loader::step_once): a library or a soft dependency, inserted with no
+/// install command.
+fn self_parking<'a>(park: Option<&'a str>, step: &Step) -> Option<&'a str> {
+    park.filter(|_| !step.top && step.install.is_none())
 }
 
 /// A request set aside to be asked again (see Loader::load_one).

@@ -221,6 +221,14 @@ impl Backend for FakeKernel {
             .unwrap()
             .push(format!("{module}: {command}"));
         self.live.lock().unwrap().insert(module.to_owned());
+        // A gated install command has inserted its module and goes on
+        // with the rest of its work until the gate opens.
+        if self.gated.contains(module) {
+            let mut open = self.gate.0.lock().unwrap();
+            while !*open && !self.released.lock().unwrap().contains(module) {
+                open = self.gate.1.wait(open).unwrap();
+            }
+        }
         Ok(())
     }
 
@@ -1031,4 +1039,42 @@ fn a_driver_goes_in_when_the_library_its_own_thread_inserts_is_live() {
     assert!(loader.wait_background(std::time::Instant::now() + Duration::from_secs(20)));
     assert_eq!(kernel.inserted(), ["lib", "drv"]);
     assert!(kernel.order_errors.lock().unwrap().is_empty());
+}
+
+/// An install command is one step, whatever it inserts: the driver whose
+/// request runs it goes in once the command has ended, as with modprobe,
+/// even if the module was announced live before.
+#[test]
+fn a_driver_waits_for_the_whole_install_command_of_its_library() {
+    let t = tree(
+        &[("lib", &[]), ("drv", &["lib"])],
+        &[("usb:v0001p0001", "drv")],
+        &[],
+        "install lib /sbin/modprobe --ignore-install lib && /bin/true\n",
+        false,
+    );
+    let kernel = Arc::new(FakeKernel {
+        gated: ["lib".to_string()].into(),
+        ..FakeKernel::default()
+    });
+    let loader = leaked_loader(&t, &kernel);
+    loader.load_in_background(&["usb:v0001p0001"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while kernel.installs.lock().unwrap().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "lib's install command never ran"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    loader.announce_live("lib");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        kernel.inserted().is_empty(),
+        "drv went in while lib's install command ran: {:?}",
+        kernel.inserted()
+    );
+    kernel.open_gate();
+    assert!(loader.wait_background(std::time::Instant::now() + Duration::from_secs(20)));
+    assert_eq!(kernel.inserted(), ["drv"]);
 }
