@@ -1,7 +1,7 @@
 //! `uevd blame`: where the time of a journal went.
 
-use crate::journal::{Event, Journal};
-use std::collections::BTreeMap;
+use crate::journal::{Event, Journal, Module};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,6 +205,126 @@ pub fn modules(j: &Journal) -> Vec<Tally> {
         t.failed += (!md.result.is_empty() && md.result != "ok") as usize;
     }
     sorted(m)
+}
+
+/// A module insertion and the moment the kernel announced its module live
+/// (its `add@/module/NAME`), if that came while the insertion ran.
+pub struct Insertion<'a> {
+    pub module: &'a Module,
+    pub live: Option<u64>,
+}
+
+impl Insertion<'_> {
+    /// From the insertion's start until the module was live: loading,
+    /// linking and the module's init (its probes).
+    pub fn init(&self) -> Option<u64> {
+        self.live.map(|l| l.saturating_sub(self.module.start))
+    }
+
+    /// From live until the insertion returned: the kernel waiting, after
+    /// the init, for every asynchronous job of the system
+    /// (`async_synchronize_full`), which the module did not need.
+    pub fn after_live(&self) -> u64 {
+        self.live.map_or(0, |l| self.module.end.saturating_sub(l))
+    }
+}
+
+/// How long after an insertion returned its module's announcement may
+/// still be read, on a busy or emulated machine.
+const ANNOUNCED_LATE_NS: u64 = 100_000_000;
+
+/// Every module insertion, the last to return first, each with when its
+/// module went live: the kernel's own `add` of the module, received while
+/// the insertion ran (walked `add`s of a read-mode coldplug describe
+/// modules already in and do not count).
+pub fn insertions(j: &Journal) -> Vec<Insertion<'_>> {
+    let mut announced: HashMap<&str, Vec<u64>> = HashMap::new();
+    for e in &j.events {
+        if e.source == "kernel" && e.action == "add" {
+            if let Some(name) = e.devpath.strip_prefix("/module/") {
+                announced.entry(name).or_default().push(e.arrived);
+            }
+        }
+    }
+    for times in announced.values_mut() {
+        times.sort_unstable();
+    }
+    let mut v: Vec<Insertion<'_>> = j
+        .modules
+        .iter()
+        .map(|m| {
+            // Without a wait after the init, the announcement is read
+            // just after the insertion returns.
+            let live = announced.get(m.name.as_str()).and_then(|times| {
+                let at = times.partition_point(|&t| t < m.start);
+                times
+                    .get(at)
+                    .copied()
+                    .filter(|&t| t <= m.end.saturating_add(ANNOUNCED_LATE_NS))
+                    .map(|t| t.min(m.end))
+            });
+            Insertion { module: m, live }
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        b.module
+            .end
+            .cmp(&a.module.end)
+            .then_with(|| a.module.name.cmp(&b.module.name))
+    });
+    v
+}
+
+fn insertions_table(out: &mut String, rows: &[Insertion<'_>], limit: usize) {
+    if rows.is_empty() {
+        return;
+    }
+    let held: Vec<&Insertion<'_>> = rows.iter().filter(|i| i.after_live() > 0).collect();
+    let _ = writeln!(
+        out,
+        "\nModule insertions, last to return first (init = until the kernel announced the module \
+         live; after live = the insertion waiting for every asynchronous job of the system):"
+    );
+    let shown = if limit > 0 {
+        limit.min(rows.len())
+    } else {
+        rows.len()
+    };
+    let _ = writeln!(
+        out,
+        "  {:>12} {:>10} {:>10} {:>12}  name",
+        "start", "init", "after live", "returned"
+    );
+    for i in &rows[..shown] {
+        let m = i.module;
+        let mut name = m.name.clone();
+        if !m.result.is_empty() && m.result != "ok" {
+            let _ = write!(name, " (failed)");
+        }
+        let _ = writeln!(
+            out,
+            "  {:>11.6}s {:>10} {:>10} {:>11.6}s  {name}",
+            m.start as f64 / 1e9,
+            i.init().map_or_else(|| "-".to_string(), dur),
+            dur(i.after_live()),
+            m.end as f64 / 1e9,
+        );
+    }
+    if shown < rows.len() {
+        let _ = writeln!(out, "  ... {} more", rows.len() - shown);
+    }
+    if let Some(longest) = held.iter().max_by_key(|i| i.after_live()) {
+        let _ = writeln!(
+            out,
+            "{} of {} insertions went on after their module was live, {} in all (longest: {}, {}); \
+             what needed those modules did not wait for that.",
+            held.len(),
+            rows.len(),
+            dur(held.iter().map(|i| i.after_live()).sum()),
+            longest.module.name,
+            dur(longest.after_live())
+        );
+    }
 }
 
 /// The slowest events, slowest first.
@@ -491,6 +611,7 @@ pub fn report(j: &Journal, by: SortBy, limit: usize) -> String {
         limit,
     );
     tally_table(&mut out, "Modules:", &modules(j), Columns::default(), limit);
+    insertions_table(&mut out, &insertions(j), limit);
     out
 }
 
@@ -589,6 +710,14 @@ pub fn json(j: &Journal, by: SortBy, limit: usize) -> String {
         "slow_line_threshold": uevd_timeline::SLOW_LINE_NS,
         "programs": programs(j).iter().map(|t| tally_json(t, None)).collect::<Vec<_>>(),
         "modules": modules(j).iter().map(|t| tally_json(t, None)).collect::<Vec<_>>(),
+        "insertions": insertions(j).iter().map(|i| json!({
+            "name": i.module.name,
+            "start": i.module.start,
+            "live": i.live,
+            "end": i.module.end,
+            "after_live": i.after_live(),
+            "result": i.module.result,
+        })).collect::<Vec<_>>(),
     });
     let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
     s.push('\n');
@@ -647,6 +776,48 @@ mod tests {
         assert!(r.contains("failed: exit 1"));
         assert!(r.contains("scsi_id (1 failed)"));
         assert!(r.contains("Modules:"));
+    }
+
+    /// hid's insertion outlives its init (the kernel's wait for every
+    /// asynchronous job); usbhid's announcement is read just after its
+    /// insertion returned; sg failed; a walked `add` of hid (a read-mode
+    /// coldplug's, for the module being inserted) is not its announcement.
+    const MODS: &str = r#"{"type":"header","format":"uevd-timeline","version":2,"pid":1,"started":0}
+{"type":"event","id":1,"action":"add","devpath":"/module/hid","subsystem":"module","source":"coldplug","worker":0,"arrived":1500000,"started":1600000,"finished":1700000,"steps":[],"result":"ok"}
+{"type":"event","id":2,"action":"add","devpath":"/module/hid","subsystem":"module","source":"kernel","worker":0,"arrived":3000000,"started":3100000,"finished":3200000,"steps":[],"result":"ok"}
+{"type":"event","id":3,"action":"add","devpath":"/module/usbhid","subsystem":"module","source":"kernel","worker":1,"arrived":9500000,"started":9600000,"finished":9700000,"steps":[],"result":"ok"}
+{"type":"module","name":"hid","start":1000000,"end":200000000,"result":"ok"}
+{"type":"module","name":"usbhid","start":4000000,"end":9000000,"result":"ok"}
+{"type":"module","name":"sg","start":2000000,"end":2500000,"result":"error: No such device"}
+"#;
+
+    #[test]
+    fn insertions_part_the_init_from_the_wait_after_it() {
+        let j = Journal::parse(MODS).unwrap();
+        let ins = insertions(&j);
+        let rows: Vec<(&str, Option<u64>, Option<u64>, u64)> = ins
+            .iter()
+            .map(|i| (i.module.name.as_str(), i.live, i.init(), i.after_live()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("hid", Some(3_000_000), Some(2_000_000), 197_000_000),
+                ("usbhid", Some(9_000_000), Some(5_000_000), 0),
+                ("sg", None, None, 0),
+            ]
+        );
+        let r = report(&j, SortBy::Processing, 10);
+        assert!(r.contains("Module insertions, last to return first"), "{r}");
+        assert!(
+            r.contains("1 of 3 insertions went on after their module was live, 197.000ms in all (longest: hid, 197.000ms)"),
+            "{r}"
+        );
+        assert!(r.contains("sg (failed)"), "{r}");
+        let v: serde_json::Value = serde_json::from_str(&json(&j, SortBy::Processing, 10)).unwrap();
+        assert_eq!(v["insertions"][0]["name"], "hid");
+        assert_eq!(v["insertions"][0]["after_live"], 197_000_000);
+        assert!(v["insertions"][2]["live"].is_null());
     }
 
     const J2: &str = r#"{"type":"header","format":"uevd-timeline","version":2,"pid":1,"started":0}
