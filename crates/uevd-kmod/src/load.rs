@@ -341,6 +341,7 @@ impl Loader {
         }
         let name = &step.module.name;
         let slot = self.slot(name);
+        let parked_here = self_parking(park, step);
         {
             let mut st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
             // A soft dependency is optional: one whose init the kernel
@@ -383,11 +384,10 @@ impl Loader {
             // for an install command: what it does after inserting the
             // module is part of the step, and what comes next waits for
             // all of it, as with modprobe.
-            if let Some(request) = self_parking(park, step) {
+            if let Some(request) = parked_here {
                 st.parked.push(request.to_owned());
             }
         }
-        let parked_here = self_parking(park, step);
         // Counted as pending on its own: the request may be done
         // elsewhere while the insertion still waits, and settle waits for
         // the insertion too.
@@ -395,19 +395,14 @@ impl Loader {
         let claim = Claim {
             loader: self,
             slot: &slot,
+            parked: parked_here,
             released: false,
         };
         // Someone may have finished this module between the check above
         // and the claim.
+        let mut inserted = None;
         let result = match self.loaded(step) {
-            Ok(Some(o)) => {
-                let moved_on = parked_here.is_some_and(|r| !slot.unpark_self(r));
-                claim.release(Ok(o));
-                if moved_on {
-                    return Err(Parked);
-                }
-                return Ok(Ok(o));
-            }
+            Ok(Some(o)) => Ok(o),
             Ok(None) => {
                 let start_ns = uevd_timeline::now();
                 let r = match run_step(step, self.backend.as_ref()) {
@@ -420,36 +415,30 @@ impl Loader {
                     }
                     Err(e) => Err(e),
                 };
-                let end_ns = uevd_timeline::now();
-                let moved_on = parked_here.is_some_and(|r| !slot.unpark_self(r));
-                claim.release(r.clone());
-                let observer = self
-                    .observer
-                    .read()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .clone();
-                if let Some(f) = observer {
-                    f(&LoadRecord {
-                        module: name,
-                        start_ns,
-                        end_ns,
-                        result: &r,
-                    });
-                }
-                if moved_on {
-                    return Err(Parked);
-                }
+                inserted = Some((start_ns, uevd_timeline::now()));
                 r
             }
-            Err(e) => {
-                let moved_on = parked_here.is_some_and(|r| !slot.unpark_self(r));
-                claim.release(Err(e.clone()));
-                if moved_on {
-                    return Err(Parked);
-                }
-                Err(e)
-            }
+            Err(e) => Err(e),
         };
+        let went_on = claim.release(result.clone());
+        if let Some((start_ns, end_ns)) = inserted {
+            let observer = self
+                .observer
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            if let Some(f) = observer {
+                f(&LoadRecord {
+                    module: name,
+                    start_ns,
+                    end_ns,
+                    result: &result,
+                });
+            }
+        }
+        if went_on {
+            return Err(Parked);
+        }
         Ok(result)
     }
 
@@ -528,13 +517,20 @@ pub(crate) struct OnThread<'a> {
 struct Claim<'a> {
     loader: &'a Loader,
     slot: &'a Slot,
+    /// The request this thread parked on the slot it inserts for
+    /// (see Loader::step_once).
+    parked: Option<&'a str>,
     released: bool,
 }
 
 impl Claim<'_> {
-    fn release(mut self, r: Result<Outcome, Error>) {
+    /// Releases the slot with the result; true if the request parked on
+    /// it went on from another thread meanwhile (the module went live).
+    fn release(mut self, r: Result<Outcome, Error>) -> bool {
         self.released = true;
+        let went_on = self.parked.is_some_and(|p| !self.slot.unpark_self(p));
         self.loader.release(self.slot, r);
+        went_on
     }
 }
 

@@ -141,17 +141,35 @@ impl FakeKernel {
         inserts.iter().map(|(m, _)| m.clone()).collect()
     }
 
-    /// Waits (at most 20 s) until every one of `modules` has been inserted.
-    fn wait_inserted(&self, modules: &[&str]) -> bool {
+    /// A gated module's insertion (or install command) goes no further
+    /// until the gate opens or the module is released.
+    fn pass_gate(&self, module: &str) {
+        if self.gated.contains(module) {
+            let mut open = self.gate.0.lock().unwrap();
+            while !*open && !self.released.lock().unwrap().contains(module) {
+                open = self.gate.1.wait(open).unwrap();
+            }
+        }
+    }
+
+    /// Waits (at most 20 s) until `done` says so.
+    fn wait_until(&self, done: impl Fn(&FakeKernel) -> bool) -> bool {
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         while std::time::Instant::now() < deadline {
-            let done = self.inserted();
-            if modules.iter().all(|m| done.iter().any(|d| d == m)) {
+            if done(self) {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(5));
         }
         false
+    }
+
+    /// Waits (at most 20 s) until every one of `modules` has been inserted.
+    fn wait_inserted(&self, modules: &[&str]) -> bool {
+        self.wait_until(|k| {
+            let done = k.inserted();
+            modules.iter().all(|m| done.iter().any(|d| d == m))
+        })
     }
 }
 
@@ -198,12 +216,7 @@ impl Backend for FakeKernel {
             drop(open);
             self.live.lock().unwrap().insert(module.to_owned());
         }
-        if self.gated.contains(module) {
-            let mut open = self.gate.0.lock().unwrap();
-            while !*open && !self.released.lock().unwrap().contains(module) {
-                open = self.gate.1.wait(open).unwrap();
-            }
-        }
+        self.pass_gate(module);
         self.running.fetch_sub(1, Ordering::SeqCst);
         if self.fail.contains(module) {
             return Err(Error::Kernel {
@@ -223,12 +236,7 @@ impl Backend for FakeKernel {
         self.live.lock().unwrap().insert(module.to_owned());
         // A gated install command has inserted its module and goes on
         // with the rest of its work until the gate opens.
-        if self.gated.contains(module) {
-            let mut open = self.gate.0.lock().unwrap();
-            while !*open && !self.released.lock().unwrap().contains(module) {
-                open = self.gate.1.wait(open).unwrap();
-            }
-        }
+        self.pass_gate(module);
         Ok(())
     }
 
@@ -999,6 +1007,17 @@ fn a_module_announced_live_lets_what_needs_it_go_in_before_its_insertion_returns
     assert!(kernel.order_errors.lock().unwrap().is_empty());
 }
 
+/// drv (alias usb:v0001p0001) needs lib; `conf` is modprobe.d's.
+fn driver_and_library(conf: &str) -> Tree {
+    tree(
+        &[("lib", &[]), ("drv", &["lib"])],
+        &[("usb:v0001p0001", "drv")],
+        &[],
+        conf,
+        false,
+    )
+}
+
 /// A driver asked for alone inserts the first library it lacks on its own
 /// thread; that insertion lingers in the kernel's wait for every
 /// asynchronous job of the system after the library's init (usbhid's hid,
@@ -1007,13 +1026,7 @@ fn a_module_announced_live_lets_what_needs_it_go_in_before_its_insertion_returns
 /// the library's insertion to return.
 #[test]
 fn a_driver_goes_in_when_the_library_its_own_thread_inserts_is_live() {
-    let t = tree(
-        &[("lib", &[]), ("drv", &["lib"])],
-        &[("usb:v0001p0001", "drv")],
-        &[],
-        "",
-        false,
-    );
+    let t = driver_and_library("");
     let kernel = Arc::new(FakeKernel {
         gated: ["lib".to_string()].into(),
         lingering: ["lib".to_string()].into(),
@@ -1046,27 +1059,17 @@ fn a_driver_goes_in_when_the_library_its_own_thread_inserts_is_live() {
 /// even if the module was announced live before.
 #[test]
 fn a_driver_waits_for_the_whole_install_command_of_its_library() {
-    let t = tree(
-        &[("lib", &[]), ("drv", &["lib"])],
-        &[("usb:v0001p0001", "drv")],
-        &[],
-        "install lib /sbin/modprobe --ignore-install lib && /bin/true\n",
-        false,
-    );
+    let t = driver_and_library("install lib /sbin/modprobe --ignore-install lib && /bin/true\n");
     let kernel = Arc::new(FakeKernel {
         gated: ["lib".to_string()].into(),
         ..FakeKernel::default()
     });
     let loader = leaked_loader(&t, &kernel);
     loader.load_in_background(&["usb:v0001p0001"]);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while kernel.installs.lock().unwrap().is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "lib's install command never ran"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert!(
+        kernel.wait_until(|k| !k.installs.lock().unwrap().is_empty()),
+        "lib's install command never ran"
+    );
     loader.announce_live("lib");
     std::thread::sleep(Duration::from_millis(200));
     assert!(

@@ -202,9 +202,18 @@ pub fn modules(j: &Journal) -> Vec<Tally> {
             ..Tally::default()
         });
         t.add(md.duration());
-        t.failed += (!md.result.is_empty() && md.result != "ok") as usize;
+        t.failed += md.failed() as usize;
     }
     sorted(m)
+}
+
+/// How many of `len` rows a table shows: `limit` at most, all for 0.
+fn shown(limit: usize, len: usize) -> usize {
+    if limit > 0 {
+        limit.min(len)
+    } else {
+        len
+    }
 }
 
 /// A module insertion and the moment the kernel announced its module live
@@ -285,11 +294,7 @@ fn insertions_table(out: &mut String, rows: &[Insertion<'_>], limit: usize) {
         "\nModule insertions, last to return first (init = until the kernel announced the module \
          live; after live = the insertion waiting for every asynchronous job of the system):"
     );
-    let shown = if limit > 0 {
-        limit.min(rows.len())
-    } else {
-        rows.len()
-    };
+    let shown = shown(limit, rows.len());
     let _ = writeln!(
         out,
         "  {:>12} {:>10} {:>10} {:>12}  name",
@@ -298,7 +303,7 @@ fn insertions_table(out: &mut String, rows: &[Insertion<'_>], limit: usize) {
     for i in &rows[..shown] {
         let m = i.module;
         let mut name = m.name.clone();
-        if !m.result.is_empty() && m.result != "ok" {
+        if m.failed() {
             let _ = write!(name, " (failed)");
         }
         let _ = writeln!(
@@ -418,11 +423,7 @@ fn named_tally_table(
         h.push(cols.heading.unwrap_or("name"));
         h.into_iter().map(String::from).collect::<Vec<_>>()
     }];
-    let shown = if limit > 0 {
-        limit.min(rows.len())
-    } else {
-        rows.len()
-    };
+    let shown = shown(limit, rows.len());
     for (t, name) in rows[..shown].iter().zip(names) {
         let mut l = vec![t.count.to_string(), dur(t.total), dur(t.mean()), dur(t.max)];
         if cols.wait {

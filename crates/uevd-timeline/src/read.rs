@@ -136,6 +136,11 @@ impl Module {
     pub fn duration(&self) -> u64 {
         self.end.saturating_sub(self.start)
     }
+
+    /// The load failed (journals that record no result say it did not).
+    pub fn failed(&self) -> bool {
+        !self.result.is_empty() && self.result != "ok"
+    }
 }
 
 // One line is read at a time: the size of the largest variant costs nothing.
