@@ -28,10 +28,22 @@ impl Source {
     }
 }
 
+/// Stamps the jobs of a batch about to be queued with one clock read:
+/// events read or synthesised in one go enter the queue together, and a
+/// clock read per event costs a system call where the clock has no vDSO.
+/// Nothing is read when no timeline records it.
+pub fn stamp_arrival<'a>(timed: bool, jobs: impl Iterator<Item = &'a mut Job>) {
+    if timed {
+        let at = now();
+        jobs.for_each(|j| j.arrived = at);
+    }
+}
+
 pub struct Job {
     pub event: Uevent,
     pub source: Source,
-    /// When it was read or synthesised (boottime ns), for the timeline.
+    /// When it was queued (boottime ns), for the timeline: stamped by
+    /// [`stamp_arrival`] for a whole batch at once.
     pub arrived: u64,
     /// The whole disk (its node name) someone else held locked when the
     /// event was tried, and since when: it waits for the lock to go.
@@ -43,7 +55,7 @@ impl Job {
         Job {
             event,
             source,
-            arrived: now(),
+            arrived: 0,
             locked: None,
         }
     }

@@ -585,7 +585,11 @@ impl Daemon {
 
     /// [`Daemon::submit`] for events whose drivers were asked for ahead
     /// already (as the coldplug read them).
-    pub(crate) fn submit_asked_ahead(&self, batch: Vec<(EventKeys, Job)>) {
+    pub(crate) fn submit_asked_ahead(&self, mut batch: Vec<(EventKeys, Job)>) {
+        crate::job::stamp_arrival(
+            self.processor.journal.enabled(),
+            batch.iter_mut().map(|(_, j)| j),
+        );
         for (_, job) in &batch {
             self.sysfs.event_seen(&job.event);
             if let Some(old) = job.event.devpath_old() {

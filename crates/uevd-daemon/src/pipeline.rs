@@ -120,27 +120,46 @@ impl Clock {
         }
     }
 
-    /// A RUN{builtin} that began at `start`.
-    fn builtin(&mut self, name: &'static str, start: u64) {
-        if self.enabled {
-            self.builtins.push(BuiltinRecord {
-                name,
-                via: uevd_timeline::Via::Run,
-                start,
-                duration: now().saturating_sub(start),
-            });
+    /// A RUN{builtin} that began at `start` and has just ended; returns
+    /// its end, where whatever runs next begins.
+    fn builtin(&mut self, name: &'static str, start: u64) -> u64 {
+        if !self.enabled {
+            return 0;
         }
+        let end = now();
+        self.builtins.push(BuiltinRecord {
+            name,
+            via: uevd_timeline::Via::Run,
+            start,
+            duration: end.saturating_sub(start),
+        });
+        end
     }
 
     fn step(&mut self, name: &'static str) {
         if self.enabled {
-            let t = now();
+            self.step_ended(name, now());
+        }
+    }
+
+    /// A step that ended at `ended` when that was read, now otherwise.
+    fn end_step(&mut self, name: &'static str, ended: Option<u64>) {
+        match ended {
+            Some(t) => self.step_ended(name, t),
+            None => self.step(name),
+        }
+    }
+
+    /// A step whose end was read already (as the end of the last thing it
+    /// ran).
+    fn step_ended(&mut self, name: &'static str, end: u64) {
+        if self.enabled {
             self.steps.push(Step {
                 name,
                 start: self.mark,
-                duration: t - self.mark,
+                duration: end.saturating_sub(self.mark),
             });
-            self.mark = t;
+            self.mark = end;
         }
     }
 }
@@ -270,7 +289,7 @@ impl Processor {
 
     /// Processes one event on worker `worker`.
     pub fn process(&self, worker: usize, id: EventId, job: Job) {
-        let started = now();
+        let started = if self.journal.enabled() { now() } else { 0 };
         let mut clock = Clock::new(self.journal.enabled(), started);
         // A driver's binding is remembered in the parent cache as the
         // kernel told it, without the global properties.
@@ -459,7 +478,13 @@ impl Processor {
     }
 
     /// Runs what RUN asked for, with the event's properties as the
-    /// programs' environment.
+    /// programs' environment. Returns when the last ended, if it was
+    /// timed: the run step's end unless more follows.
+    ///
+    /// The first starts where the step before ended (only the
+    /// announcement's properties were gathered since, in memory), and each
+    /// timed one where the one before it ended, so that one RUN{builtin}
+    /// costs one clock read, not three.
     fn run_programs(
         &self,
         rules: &Rules,
@@ -468,19 +493,21 @@ impl Processor {
         env: &Properties,
         clock: &mut Clock,
         errors: &mut Vec<String>,
-    ) {
+    ) -> Option<u64> {
+        let mut ended = Some(clock.mark);
         for r in &outcome.run {
-            let start = clock.start();
+            let start = ended.take().unwrap_or_else(|| clock.start());
             if let Err(e) = rules.run(r, dev, env) {
                 errors.push(format!("RUN: {e}"));
             }
             if let uevd_rules::Run::Builtin(name, _) = r {
                 // A builtin uevd lacks ran nothing: no time to show.
                 if uevd_builtins::find(name.as_bytes()).is_some() {
-                    clock.builtin(name, start);
+                    ended = Some(clock.builtin(name, start));
                 }
             }
         }
+        ended
     }
 
     /// What the rules in force decide for the device; the rules are
@@ -658,14 +685,16 @@ impl Processor {
         }
         announce.extend(announced_properties(&record));
         if runs {
-            self.run_programs(&rules, dev, &outcome, &announce, clock, &mut errors);
+            let ended = self.run_programs(&rules, dev, &outcome, &announce, clock, &mut errors);
             if runs_programs {
                 // A device with nothing to record is left with no file.
                 if let Err(e) = self.db.write(&id, &record, node.is_some(), has_ifindex) {
                     errors.push(format!("database {id}: {e}"));
                 }
+                clock.step("run");
+            } else {
+                clock.end_step("run", ended);
             }
-            clock.step("run");
         }
         self.known().insert(
             dev.devpath().into(),
@@ -728,8 +757,8 @@ impl Processor {
             announce.extend(announced_properties(prev));
         }
         if !outcome.run.is_empty() {
-            self.run_programs(&rules, dev, &outcome, &announce, clock, &mut errors);
-            clock.step("run");
+            let ended = self.run_programs(&rules, dev, &outcome, &announce, clock, &mut errors);
+            clock.end_step("run", ended);
         }
         (announce, errors)
     }

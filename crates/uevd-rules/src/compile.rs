@@ -342,6 +342,9 @@ pub struct Line {
     /// a timed line's clock starts: most lines fail on a cheap match
     /// before it and read no clock. `u16::MAX` for a line without one.
     pub timed_from: u16,
+    /// The last token that can leave memory: what follows it costs
+    /// microseconds and is not timed.
+    pub timed_to: u16,
 }
 
 /// What a KERNEL=="..." value requires a name to start with, if every
@@ -518,6 +521,7 @@ impl Compiler<'_> {
             foldable: false,
             kernel_prefixes: raw.tokens.iter().find_map(kernel_prefixes),
             timed_from: u16::MAX,
+            timed_to: u16::MAX,
         };
         let mut names_dropped = false;
         for t in &raw.tokens {
@@ -616,6 +620,12 @@ impl Compiler<'_> {
             .tokens
             .iter()
             .position(|t| t.kind.leaves_memory())
+            .and_then(|i| u16::try_from(i).ok())
+            .unwrap_or(u16::MAX);
+        line.timed_to = line
+            .tokens
+            .iter()
+            .rposition(|t| t.kind.leaves_memory())
             .and_then(|i| u16::try_from(i).ok())
             .unwrap_or(u16::MAX);
         Some(line)

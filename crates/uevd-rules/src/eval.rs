@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use uevd_db::Record;
 use uevd_sysfs::Device;
+use uevd_timeline::BuiltinRecord;
 use uevd_uevent::Action;
 
 /// Characters kept in program output and attribute values used in names.
@@ -290,9 +291,7 @@ struct State<'a> {
     /// OPTIONS+="log_level=debug": log each rule that applies from here on.
     log_rules: bool,
     programs: Vec<ProgramRun>,
-    /// Whether builtins and programs are timed.
-    timing: bool,
-    builtins: Vec<uevd_timeline::BuiltinRecord>,
+    builtins: Vec<BuiltinRecord>,
     warnings: Vec<String>,
     /// What OPTIONS="dump" and "dump-json" wrote.
     dumps: Vec<String>,
@@ -300,6 +299,10 @@ struct State<'a> {
     place: (u32, u32),
     /// The clock of the lines that leave memory.
     line_timer: crate::timing::Lines,
+    /// Whether the token being evaluated is its line's first and its
+    /// last that leave memory: a builtin or program there shares the
+    /// line's clock reads.
+    op_edges: (bool, bool),
 }
 
 /// Builtins whose result for an event does not change when called again.
@@ -1427,7 +1430,7 @@ impl<'a> State<'a> {
         // Quotes group words, as udev splits a builtin's command line.
         let args = uevd_spawn::split(command);
         let mut out = Vec::new();
-        let started = crate::timing::start(self.timing);
+        let started = self.line_timer.op_start(self.op_edges.0);
         let result = builtin.run(
             &uevd_builtins::Call {
                 device: self.dev,
@@ -1444,12 +1447,13 @@ impl<'a> State<'a> {
             },
             &mut out,
         );
-        self.builtins.push(crate::timing::builtin(
-            builtin.name(),
-            uevd_timeline::Via::Import,
-            self.timing,
-            started,
-        ));
+        let ended = self.line_timer.op_end(self.op_edges.1);
+        self.builtins.push(BuiltinRecord {
+            name: builtin.name(),
+            via: uevd_timeline::Via::Import,
+            start: started,
+            duration: ended - started,
+        });
         match result {
             Ok(()) => {
                 self.props.apply(out);
@@ -1471,22 +1475,18 @@ impl<'a> State<'a> {
     /// uevd's own can answer exactly, anything else is forked. Which one
     /// ran is recorded.
     fn run_program(&mut self, command: &[u8]) -> Result<Vec<u8>, String> {
-        let started = crate::timing::start(self.timing);
+        let started = self.line_timer.op_start(self.op_edges.0);
         let argv = uevd_spawn::split(command);
         let name = argv
             .first()
             .map(|a| a.rsplit(|&c| c == b'/').next().unwrap_or(a).to_vec())
             .unwrap_or_default();
-        let record = |state: &mut Self, in_process: bool| {
+        let record = |state: &mut Self, in_process: bool, ended: u64| {
             state.programs.push(ProgramRun {
                 name: String::from_utf8_lossy(&name).into_owned(),
                 in_process,
                 start: started,
-                duration: if state.timing {
-                    uevd_timeline::now().saturating_sub(started)
-                } else {
-                    0
-                },
+                duration: ended - started,
             });
         };
         if let (true, Some(emulation)) = (self.rules.programs, uevd_builtins::find_program(&name)) {
@@ -1502,15 +1502,17 @@ impl<'a> State<'a> {
             );
             // Recorded even when it cannot answer: the attempt took time
             // before the real program was forked.
-            self.builtins.push(crate::timing::builtin(
-                emulation.name(),
-                uevd_timeline::Via::Program,
-                self.timing,
-                started,
-            ));
+            let answered = !matches!(result, Err(uevd_builtins::Failure::NotApplicable(_)));
+            let ended = self.line_timer.op_end(answered && self.op_edges.1);
+            self.builtins.push(BuiltinRecord {
+                name: emulation.name(),
+                via: uevd_timeline::Via::Program,
+                start: started,
+                duration: ended - started,
+            });
             match result {
                 Ok(()) => {
-                    record(self, true);
+                    record(self, true, ended);
                     // The lines the program would have printed, so that
                     // they are read exactly as its output would be.
                     let mut out = Vec::new();
@@ -1523,7 +1525,7 @@ impl<'a> State<'a> {
                     return Ok(out);
                 }
                 Err(uevd_builtins::Failure::Error(m)) => {
-                    record(self, true);
+                    record(self, true, ended);
                     return Err(format!("{}: {m}", String::from_utf8_lossy(command)));
                 }
                 Err(uevd_builtins::Failure::NotApplicable(_)) => {}
@@ -1533,7 +1535,8 @@ impl<'a> State<'a> {
         let result = self.rules.spawn(command, &env);
         // A program may change the interface the event is about.
         self.dev.link_changed();
-        record(self, false);
+        let ended = self.line_timer.op_end(self.op_edges.1);
+        record(self, false, ended);
         result
     }
 
@@ -1579,6 +1582,10 @@ impl<'a> State<'a> {
             if i == usize::from(line.timed_from) {
                 self.line_timer.begin();
             }
+            self.op_edges = (
+                i == usize::from(line.timed_from),
+                i == usize::from(line.timed_to),
+            );
             if token.kind.is_parent() {
                 let end = i + tokens[i..]
                     .iter()
@@ -1724,12 +1731,12 @@ impl Rules {
             trace: event.trace.then(Vec::new),
             log_rules: false,
             programs: Vec::new(),
-            timing,
             builtins: Vec::new(),
             warnings: Vec::new(),
             dumps: Vec::new(),
             place: (0, 0),
             line_timer: crate::timing::Lines::new(timing),
+            op_edges: (false, false),
         };
         let mut mask = line_flags::GOTO | line_flags::UPDATE;
         if !remove {

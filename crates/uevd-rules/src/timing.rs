@@ -3,7 +3,7 @@
 //! times (the daemon with a journal); otherwise these cost a branch.
 
 use crate::Rules;
-use uevd_timeline::{BuiltinRecord, LineRecord, Via, SLOW_LINES_KEPT, SLOW_LINE_NS};
+use uevd_timeline::{LineRecord, SLOW_LINES_KEPT, SLOW_LINE_NS};
 
 #[cfg(test)]
 thread_local! {
@@ -18,30 +18,6 @@ fn read_clock() -> u64 {
     uevd_timeline::now()
 }
 
-/// A start time, or 0 when nothing is timed.
-pub(crate) fn start(timing: bool) -> u64 {
-    if timing {
-        uevd_timeline::now()
-    } else {
-        0
-    }
-}
-
-/// The record of a builtin that started at `start` (from [`start`]) and
-/// has just ended.
-pub(crate) fn builtin(name: &'static str, via: Via, timing: bool, start: u64) -> BuiltinRecord {
-    BuiltinRecord {
-        name,
-        via,
-        start,
-        duration: if timing {
-            uevd_timeline::now().saturating_sub(start)
-        } else {
-            0
-        },
-    }
-}
-
 /// Times the lines of one event that can leave memory (sysfs, files,
 /// builtins, programs); matches and assignments of the event's own values
 /// take microseconds and are not timed. Where a clock read is a system
@@ -52,10 +28,16 @@ pub(crate) fn builtin(name: &'static str, via: Via, timing: bool, start: u64) ->
 /// ([`crate::compile::Line::timed_from`]), so the many lines that fail on
 /// a cheap match first (a SUBSYSTEM, an ENV) read none. Each timed line's
 /// start is the end of the line before it when that one was timed too, so
-/// back-to-back timed lines cost one read each.
+/// back-to-back timed lines cost one read each. A builtin or program
+/// that is its line's first token leaving memory starts at the line's
+/// start, and one that is its line's last ends the line: a line that only
+/// runs a builtin costs the builtin's two reads, not four.
 pub(crate) struct Lines {
     timing: bool,
     mark: u64,
+    /// The end of the line being evaluated, when its last token that
+    /// leaves memory ended it.
+    end: Option<u64>,
     /// Whether `mark` is the end of the line just evaluated.
     fresh: bool,
     /// Whether the line being evaluated reached its first token that can
@@ -70,6 +52,7 @@ impl Lines {
         Lines {
             timing,
             mark: 0,
+            end: None,
             fresh: false,
             open: false,
             slow: Vec::new(),
@@ -95,13 +78,37 @@ impl Lines {
             return;
         }
         self.open = false;
-        let t = read_clock();
+        let t = self.end.take().unwrap_or_else(read_clock);
         let d = t.saturating_sub(self.mark);
         if d >= SLOW_LINE_NS {
             self.slow.push((line, self.mark, d));
         }
         self.mark = t;
         self.fresh = true;
+    }
+
+    /// When a builtin or program starts; `first` if it is its line's
+    /// first token that leaves memory. Between the line's start and it
+    /// come only matches in memory and the expansion of its arguments.
+    pub(crate) fn op_start(&self, first: bool) -> u64 {
+        match (self.timing, first && self.open) {
+            (false, _) => 0,
+            (true, true) => self.mark,
+            (true, false) => read_clock(),
+        }
+    }
+
+    /// When a builtin or program ended; `last` if it is its line's last
+    /// token that leaves memory, whose end is then the line's.
+    pub(crate) fn op_end(&mut self, last: bool) -> u64 {
+        if !self.timing {
+            return 0;
+        }
+        let t = read_clock();
+        if last && self.open {
+            self.end = Some(t);
+        }
+        t
     }
 
     /// The slowest lines, at most [`SLOW_LINES_KEPT`], in the order they
@@ -139,6 +146,7 @@ mod tests {
     use crate::{Config, Event, NoStore};
     use std::rc::Rc;
     use uevd_sysfs::{Device, Sysfs};
+    use uevd_timeline::Via;
     use uevd_uevent::Action;
 
     fn interface(dir: &std::path::Path) -> Rc<Device> {
@@ -258,6 +266,25 @@ mod tests {
             "ENV{INTERFACE}==\"v0\", TEST==\"uevent\", ENV{B}=\"1\"\n",
         );
         assert_eq!(reads(reached), 3);
+        // A line whose only token that leaves memory is a builtin or a
+        // program: the builtin's or program's start and end are the line's.
+        let builtin = "ENV{INTERFACE}==\"v0\", IMPORT{builtin}=\"path_id\", ENV{A}=\"1\"\n";
+        assert_eq!(reads(builtin), 2);
+        let program = "ENV{INTERFACE}==\"v0\", PROGRAM=\"/bin/true\", ENV{A}=\"1\"\n";
+        assert_eq!(reads(program), 2);
+        // Not first: the builtin starts on its own read; the line ends
+        // with it.
+        let after_test = "TEST==\"uevent\", IMPORT{builtin}=\"path_id\"\n";
+        assert_eq!(reads(after_test), 3);
+    }
+
+    #[test]
+    fn a_builtin_that_is_the_whole_line_has_the_lines_times() {
+        let text = "ENV{INTERFACE}==\"v0\", PROGRAM=\"/bin/sh -c 'sleep 0.06'\", ENV{A}=\"1\"\n";
+        let o = apply_text("/x/t.rules", text, true);
+        let (p, l) = (&o.programs[0], &o.slow_lines[0]);
+        assert_eq!((p.start, p.duration), (l.start, l.duration));
+        assert!(p.duration >= 60_000_000, "{p:?}");
     }
 
     #[test]
@@ -267,6 +294,7 @@ mod tests {
         let lines = Lines {
             timing: true,
             mark: 0,
+            end: None,
             fresh: true,
             open: false,
             slow: (0..12u32)
