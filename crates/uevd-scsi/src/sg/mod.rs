@@ -145,9 +145,46 @@ pub(crate) trait Node {
     fn ioctl_buf(&mut self, request: u32, buf: &mut [u8]) -> io::Result<i32>;
 }
 
+/// Block device majors whose nodes refused an SG_IO v4 header with
+/// EINVAL. The block layer's SG_IO takes v3 headers only (`sg_io()`
+/// refuses any other `interface_id`, in every kernel version), so a
+/// driver that refused once refuses on every node: the v4 try that
+/// scsi_id makes first, each run, is skipped after the first refusal, as
+/// the program itself skips it after its own first within a run.
+#[derive(Default)]
+pub(crate) struct V4Refusals(std::sync::Mutex<Vec<u32>>);
+
+impl V4Refusals {
+    pub const fn new() -> V4Refusals {
+        V4Refusals(std::sync::Mutex::new(Vec::new()))
+    }
+
+    fn majors(&self) -> std::sync::MutexGuard<'_, Vec<u32>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn refused(&self, node: DevNum) -> bool {
+        node.block && self.majors().contains(&node.major)
+    }
+
+    pub fn note(&self, node: DevNum) {
+        if node.block {
+            let mut m = self.majors();
+            if !m.contains(&node.major) {
+                m.push(node.major);
+            }
+        }
+    }
+}
+
 /// Opens device nodes the way the programs do.
 pub(crate) trait Open {
     fn open(&self, path: &[u8]) -> io::Result<Box<dyn Node>>;
+    /// Where refusals of v4 headers are remembered across runs; None:
+    /// each run finds out on its own.
+    fn v4_refusals(&self) -> Option<&V4Refusals> {
+        None
+    }
     /// Where sysfs is, for the kernel's copies of what devices answered
     /// (see `sysfs`); None: ask the devices.
     fn sysfs(&self) -> Option<&Path> {
@@ -177,6 +214,11 @@ impl Open for System {
 
     fn sysfs(&self) -> Option<&Path> {
         Some(Path::new("/sys"))
+    }
+
+    fn v4_refusals(&self) -> Option<&V4Refusals> {
+        static REFUSALS: V4Refusals = V4Refusals::new();
+        Some(&REFUSALS)
     }
 }
 
@@ -492,6 +534,8 @@ pub(crate) mod mock {
         pub log: Rc<RefCell<Vec<String>>>,
         /// How many times a node was opened.
         pub opens: Rc<RefCell<usize>>,
+        /// Kept across runs, as the daemon keeps them.
+        pub v4_refusals: Option<Rc<V4Refusals>>,
     }
 
     impl Open for Devices {
@@ -509,6 +553,10 @@ pub(crate) mod mock {
 
         fn sysfs(&self) -> Option<&Path> {
             self.sysfs.as_deref()
+        }
+
+        fn v4_refusals(&self) -> Option<&V4Refusals> {
+            self.v4_refusals.as_deref()
         }
     }
 
