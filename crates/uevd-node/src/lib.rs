@@ -18,10 +18,12 @@ pub use claims::{Claimant, LinkClaims, Links};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{self as rfs, makedev, AtFlags, FileType, Gid, Mode, OFlags, Uid, CWD};
 use rustix::io::Errno;
+use std::collections::HashMap;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Block or character device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,7 +188,7 @@ pub fn relative_target(link: &[u8], node: &[u8]) -> Vec<u8> {
 /// A directory below /dev, or /dev itself.
 enum Dir<'a> {
     Root(&'a OwnedFd),
-    Sub(OwnedFd),
+    Sub(Arc<OwnedFd>),
 }
 
 impl Dir<'_> {
@@ -207,7 +209,21 @@ pub struct DevDir {
     pid: u32,
     /// Whether the kernel has openat2 (5.6 and later), until it says not.
     openat2: AtomicBool,
+    /// Directories right below /dev opened before (`char`, `block`,
+    /// `input`), by name, with the inode each was. Every node has its
+    /// `char/M:m` or `block/M:m` link: one stat that finds the same
+    /// directory under that name replaces an open and a close. A directory
+    /// removed, replaced or made a symlink since is not that inode and is
+    /// opened afresh, with every check. Deeper directories are not kept: a
+    /// stat follows links on the way, and `openat2` takes them in one call.
+    dirs: Mutex<KnownDirs>,
 }
+
+/// Open directories by name, with their device and inode numbers.
+type KnownDirs = HashMap<Vec<u8>, (Arc<OwnedFd>, (u64, u64))>;
+
+/// Directories kept open at most: rules can name a new one per device.
+const DIRS_KEPT: usize = 64;
 
 impl DevDir {
     /// Opens /dev (or a scratch directory standing in for it) and finds
@@ -235,6 +251,7 @@ impl DevDir {
             unique: AtomicU64::new(0),
             pid: std::process::id(),
             openat2: AtomicBool::new(true),
+            dirs: Mutex::default(),
         })
     }
 
@@ -252,11 +269,69 @@ impl DevDir {
     fn parent<'n>(&self, name: &'n [u8], create: bool) -> Result<(Dir<'_>, &'n [u8])> {
         let parts = components(name)?;
         let (last, dirs) = parts.split_last().expect("components() is never empty");
+        let &[top] = dirs else {
+            return self.open_parent(name, last, dirs, create);
+        };
+        if let Some(fd) = self.known_dir(top) {
+            return Ok((Dir::Sub(fd), *last));
+        }
+        let (dir, last) = self.open_parent(name, last, dirs, create)?;
+        if let Dir::Sub(fd) = &dir {
+            self.remember_dir(top.to_vec(), fd);
+        }
+        Ok((dir, last))
+    }
+
+    /// The directory `name` right below /dev opened before, if it is still
+    /// there under that name: a stat that follows no link (the name is
+    /// one component) and finds the same inode.
+    fn known_dir(&self, path: &[u8]) -> Option<Arc<OwnedFd>> {
+        let (fd, id) = self.known_dirs().get(path).cloned()?;
+        match rfs::statat(&self.fd, path, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st)
+                if FileType::from_raw_mode(st.st_mode) == FileType::Directory
+                    && (st.st_dev, st.st_ino) == id =>
+            {
+                Some(fd)
+            }
+            _ => {
+                self.known_dirs().remove(path);
+                None
+            }
+        }
+    }
+
+    fn remember_dir(&self, path: Vec<u8>, fd: &Arc<OwnedFd>) {
+        let Ok(st) = rfs::fstat(&**fd) else {
+            return;
+        };
+        let mut dirs = self.known_dirs();
+        if dirs.len() >= DIRS_KEPT {
+            dirs.clear();
+        }
+        dirs.insert(path, (fd.clone(), (st.st_dev, st.st_ino)));
+    }
+
+    fn known_dirs(&self) -> MutexGuard<'_, KnownDirs> {
+        self.dirs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// [`DevDir::parent`] by opening each directory, as if none were
+    /// known.
+    fn open_parent<'n>(
+        &self,
+        name: &'n [u8],
+        last: &'n [u8],
+        dirs: &[&[u8]],
+        create: bool,
+    ) -> Result<(Dir<'_>, &'n [u8])> {
+        #[cfg(test)]
+        tests::DIR_OPENS.with(|n| n.set(n.get() + 1));
         if dirs.len() > 1 {
             if let Some(found) =
                 self.open_beneath(name, &name[..name.len() - last.len() - 1], create)
             {
-                return found.map(|fd| (Dir::Sub(fd), *last));
+                return found.map(|fd| (Dir::Sub(Arc::new(fd)), last));
             }
         }
         let mut dir = Dir::Root(&self.fd);
@@ -272,10 +347,10 @@ impl DevDir {
                 }
                 other => other,
             };
-            dir = Dir::Sub(next.map_err(|e| match e {
+            dir = Dir::Sub(Arc::new(next.map_err(|e| match e {
                 Errno::LOOP | Errno::NOTDIR => err(name, NodeErrorKind::Planted),
                 e => err(name, NodeErrorKind::Io(e)),
-            })?);
+            })?));
         }
         Ok((dir, last))
     }
@@ -336,6 +411,17 @@ impl DevDir {
         let dir = dir.fd();
         let want = makedev(node.major, node.minor);
         let mode = perms.mode.map(|m| m & 0o7777);
+        // Most nodes are as they should be already (devtmpfs made them,
+        // or an earlier event or run set them): one stat by name says so,
+        // without the descriptor a change is made through. Nothing is
+        // done on what it says; a change goes through the checked path.
+        if let Ok(st) = rfs::statat(dir, base, AtFlags::SYMLINK_NOFOLLOW) {
+            let ours =
+                FileType::from_raw_mode(st.st_mode) == node.kind.file_type() && st.st_rdev == want;
+            if ours && !needs_change(&st, perms) {
+                return Ok(NodeChange::Unchanged);
+            }
+        }
         let mut change = NodeChange::Unchanged;
         let (fd, st) = match self.open_node(dir, base, node) {
             Ok(found) => found,
@@ -410,6 +496,8 @@ impl DevDir {
         base: &[u8],
         node: &Node<'_>,
     ) -> std::result::Result<(OwnedFd, rfs::Stat), Errno> {
+        #[cfg(test)]
+        tests::NODE_OPENS.with(|n| n.set(n.get() + 1));
         let fd = rfs::openat(
             dir,
             base,
@@ -555,6 +643,15 @@ impl NodeChange {
     }
 }
 
+/// Whether owner, group or mode differ from what is asked.
+fn needs_change(st: &rfs::Stat, perms: Permissions) -> bool {
+    perms.uid.is_some_and(|u| u != st.st_uid)
+        || perms.gid.is_some_and(|g| g != st.st_gid)
+        || perms
+            .mode
+            .is_some_and(|m| st.st_mode & 0o7777 != m & 0o7777)
+}
+
 /// Changes what differs of owner, group and mode on an O_PATH node;
 /// true if anything changed.
 fn set_permissions(
@@ -650,6 +747,11 @@ fn unescape_mountinfo(s: &str) -> Vec<u8> {
 mod tests {
     use super::*;
     use std::os::unix::fs::{symlink, FileTypeExt, MetadataExt, PermissionsExt};
+
+    thread_local! {
+        pub(super) static NODE_OPENS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+        pub(super) static DIR_OPENS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
 
     fn node(name: &[u8]) -> Node<'_> {
         Node {
@@ -780,6 +882,49 @@ mod tests {
         );
         let dots: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
         assert!(dots.is_empty(), "no temporary files left: {dots:?}");
+    }
+
+    #[test]
+    fn a_directory_opened_before_is_taken_again_only_while_it_is_still_there() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let dev = DevDir::open(tmp.path()).unwrap();
+        let opens = || DIR_OPENS.with(|n| n.get());
+        dev.link(b"char/1:3", b"null").unwrap();
+        dev.link(b"disk/by-id/a", b"sda").unwrap();
+        let before = opens();
+        dev.link(b"char/1:5", b"zero").unwrap();
+        dev.link(b"disk/by-id/b", b"sdb").unwrap();
+        assert_eq!(opens(), before + 1, "char was opened again");
+        assert_eq!(
+            std::fs::read_link(tmp.path().join("disk/by-id/b")).unwrap(),
+            Path::new("../../sdb")
+        );
+        // Gone and made again: the new one gets the link.
+        std::fs::remove_dir_all(tmp.path().join("char")).unwrap();
+        std::fs::create_dir(tmp.path().join("char")).unwrap();
+        dev.link(b"char/1:7", b"full").unwrap();
+        assert!(tmp.path().join("char/1:7").is_symlink());
+        // Replaced by a symlink, at the end or on the way: refused.
+        std::fs::remove_dir_all(tmp.path().join("char")).unwrap();
+        symlink(outside.path(), tmp.path().join("char")).unwrap();
+        std::fs::rename(tmp.path().join("disk"), outside.path().join("disk")).unwrap();
+        symlink(outside.path().join("disk"), tmp.path().join("disk")).unwrap();
+        for link in [&b"char/1:8"[..], b"disk/by-id/c"] {
+            assert!(
+                matches!(
+                    dev.link(link, b"sdc"),
+                    Err(NodeError {
+                        kind: NodeErrorKind::Planted,
+                        ..
+                    })
+                ),
+                "{}",
+                String::from_utf8_lossy(link)
+            );
+        }
+        assert!(!outside.path().join("1:8").exists());
+        assert!(!outside.path().join("disk/by-id/c").exists());
     }
 
     #[test]
@@ -921,12 +1066,18 @@ mod tests {
         assert!(m.file_type().is_char_device());
         assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (5, 6, 0o660));
         assert_eq!(m.rdev(), makedev(1, 3));
+        // A node as asked is only looked at; one to change is opened, so
+        // that the change reaches the very inode checked.
+        let opens = || NODE_OPENS.with(|n| n.get());
+        let before = opens();
         assert_eq!(dev.apply_node(&n, perms).unwrap(), NodeChange::Unchanged);
+        assert_eq!(opens(), before);
         let perms2 = Permissions {
             mode: Some(0o600),
             ..perms
         };
         assert_eq!(dev.apply_node(&n, perms2).unwrap(), NodeChange::Updated);
+        assert_eq!(opens(), before + 1);
         // Another device's number at the same name is not removed.
         let other = Node {
             minor: 5,
