@@ -1452,7 +1452,7 @@ impl<'a> State<'a> {
             name: builtin.name(),
             via: uevd_timeline::Via::Import,
             start: started,
-            duration: ended - started,
+            duration: ended.saturating_sub(started),
         });
         match result {
             Ok(()) => {
@@ -1486,7 +1486,7 @@ impl<'a> State<'a> {
                 name: String::from_utf8_lossy(&name).into_owned(),
                 in_process,
                 start: started,
-                duration: ended - started,
+                duration: ended.saturating_sub(started),
             });
         };
         if let (true, Some(emulation)) = (self.rules.programs, uevd_builtins::find_program(&name)) {
@@ -1508,7 +1508,7 @@ impl<'a> State<'a> {
                 name: emulation.name(),
                 via: uevd_timeline::Via::Program,
                 start: started,
-                duration: ended - started,
+                duration: ended.saturating_sub(started),
             });
             match result {
                 Ok(()) => {
