@@ -884,6 +884,20 @@ mod tests {
         assert!(dots.is_empty(), "no temporary files left: {dots:?}");
     }
 
+    fn assert_planted(r: Result<NodeChange>, link: &[u8]) {
+        assert!(
+            matches!(
+                r,
+                Err(NodeError {
+                    kind: NodeErrorKind::Planted,
+                    ..
+                })
+            ),
+            "{}: {r:?}",
+            String::from_utf8_lossy(link)
+        );
+    }
+
     #[test]
     fn a_directory_opened_before_is_taken_again_only_while_it_is_still_there() {
         let tmp = tempfile::tempdir().unwrap();
@@ -911,17 +925,7 @@ mod tests {
         std::fs::rename(tmp.path().join("disk"), outside.path().join("disk")).unwrap();
         symlink(outside.path().join("disk"), tmp.path().join("disk")).unwrap();
         for link in [&b"char/1:8"[..], b"disk/by-id/c"] {
-            assert!(
-                matches!(
-                    dev.link(link, b"sdc"),
-                    Err(NodeError {
-                        kind: NodeErrorKind::Planted,
-                        ..
-                    })
-                ),
-                "{}",
-                String::from_utf8_lossy(link)
-            );
+            assert_planted(dev.link(link, b"sdc"), link);
         }
         assert!(!outside.path().join("1:8").exists());
         assert!(!outside.path().join("disk/by-id/c").exists());
@@ -933,13 +937,7 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         let dev = DevDir::open(tmp.path()).unwrap();
         symlink(outside.path(), tmp.path().join("disk")).unwrap();
-        assert!(matches!(
-            dev.link(b"disk/by-id/a", b"sda"),
-            Err(NodeError {
-                kind: NodeErrorKind::Planted,
-                ..
-            })
-        ));
+        assert_planted(dev.link(b"disk/by-id/a", b"sda"), b"disk/by-id/a");
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
         // The same for the last directory on the way, and deeper down.
         std::fs::remove_file(tmp.path().join("disk")).unwrap();
@@ -947,17 +945,7 @@ mod tests {
         symlink(outside.path(), tmp.path().join("disk/by-id")).unwrap();
         symlink(outside.path(), tmp.path().join("disk/by-path/deep")).unwrap();
         for link in [&b"disk/by-id/a"[..], b"disk/by-path/deep/x/a"] {
-            assert!(
-                matches!(
-                    dev.link(link, b"sda"),
-                    Err(NodeError {
-                        kind: NodeErrorKind::Planted,
-                        ..
-                    })
-                ),
-                "{}",
-                String::from_utf8_lossy(link)
-            );
+            assert_planted(dev.link(link, b"sda"), link);
         }
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
         // Directories that are really there are taken in one step.

@@ -616,18 +616,10 @@ impl Compiler<'_> {
         }
         // Stable: tokens of one kind keep their written order.
         line.tokens.sort_by_key(|t| t.kind.rank());
-        line.timed_from = line
-            .tokens
-            .iter()
-            .position(|t| t.kind.leaves_memory())
-            .and_then(|i| u16::try_from(i).ok())
-            .unwrap_or(u16::MAX);
-        line.timed_to = line
-            .tokens
-            .iter()
-            .rposition(|t| t.kind.leaves_memory())
-            .and_then(|i| u16::try_from(i).ok())
-            .unwrap_or(u16::MAX);
+        let index = |i: Option<usize>| i.and_then(|i| u16::try_from(i).ok()).unwrap_or(u16::MAX);
+        let leaves = |t: &Token| t.kind.leaves_memory();
+        line.timed_from = index(line.tokens.iter().position(leaves));
+        line.timed_to = index(line.tokens.iter().rposition(leaves));
         Some(line)
     }
 
