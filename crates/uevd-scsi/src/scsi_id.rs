@@ -1029,20 +1029,9 @@ pub(crate) fn run(opener: &dyn Open, args: &[Vec<u8>], out: &mut Properties) -> 
     let mut dev = Dev::new(st.sg_version);
     let mut strings = Strings::default();
     let mut node = open(opener, &path)?;
-    let mut refusals = None;
     if let Some(node) = node.as_mut() {
         if let (Some(root), Some(devnum)) = (opener.sysfs(), node.devnum()) {
             dev.cache = Cached::load(root, devnum);
-        }
-        refusals = opener
-            .v4_refusals()
-            .zip(node.devnum())
-            .filter(|_| dev.use_sg == 4);
-        if let Some((r, devnum)) = refusals {
-            if r.refused(devnum) {
-                dev.use_sg = 3;
-                refusals = None;
-            }
         }
         let mut buf = [0u8; INQ_LEN];
         if !inquiry(node.as_mut(), &mut dev, 0, 0, &mut buf)? {
@@ -1050,13 +1039,6 @@ pub(crate) fn run(opener: &dyn Open, args: &[Vec<u8>], out: &mut Properties) -> 
         }
         strings = standard_inquiry(&mut dev, &buf);
     }
-    // The first command that went to the device tried v4 and fell back.
-    let note_refusal = |dev: &Dev| {
-        if let Some((r, devnum)) = refusals.filter(|_| dev.use_sg == 3) {
-            r.note(devnum);
-        }
-    };
-    note_refusal(&dev);
     // A device that could not be opened is described with empty strings:
     // the program carries on with what it has.
 
@@ -1082,7 +1064,6 @@ pub(crate) fn run(opener: &dyn Open, args: &[Vec<u8>], out: &mut Properties) -> 
     }
 
     get_serial(&mut node, &mut dev, page)?;
-    note_refusal(&dev);
     export(&dev, strings, out)
 }
 
@@ -1209,13 +1190,13 @@ mod tests {
     #[test]
     fn a_block_major_that_refused_v4_once_is_asked_in_v3_from_then_on() {
         let args = argv(&["scsi_id", "--export", "--whitelisted", "-d", "/dev/sdx"]);
-        let refusals = std::rc::Rc::new(sg::V4Refusals::default());
+        let refusals: &'static sg::V4Refusals = Box::leak(Box::default());
         let run_with = |devnum: sg::DevNum| {
             let mut devs = mock::Devices::default();
             devs.nodes
                 .insert(b"/dev/sdx".to_vec(), script::scsi_debug(0, 17, 0));
             devs.devnums.insert(b"/dev/sdx".to_vec(), devnum);
-            devs.v4_refusals = Some(refusals.clone());
+            devs.v4_refusals = Some(refusals);
             let mut out = Properties::default();
             let r = run(&devs, &args, &mut out);
             let log = devs.log.borrow().clone();

@@ -148,9 +148,11 @@ pub(crate) trait Node {
 /// Block device majors whose nodes refused an SG_IO v4 header with
 /// EINVAL. The block layer's SG_IO takes v3 headers only (`sg_io()`
 /// refuses any other `interface_id`, in every kernel version), so a
-/// driver that refused once refuses on every node: the v4 try that
-/// scsi_id makes first, each run, is skipped after the first refusal, as
-/// the program itself skips it after its own first within a run.
+/// driver that refused once refuses on every node. scsi_id tries v4 first
+/// on each run and ata_id on each command; once a major refused, their v4
+/// tries get the kernel's answer without asking it (see [`Remembering`]).
+/// Character majors are not kept: bsg takes v4, and a dynamic major may go
+/// to another driver.
 #[derive(Default)]
 pub(crate) struct V4Refusals(std::sync::Mutex<Vec<u32>>);
 
@@ -163,11 +165,11 @@ impl V4Refusals {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn refused(&self, node: DevNum) -> bool {
+    fn refused(&self, node: DevNum) -> bool {
         node.block && self.majors().contains(&node.major)
     }
 
-    pub fn note(&self, node: DevNum) {
+    fn note(&self, node: DevNum) {
         if node.block {
             let mut m = self.majors();
             if !m.contains(&node.major) {
@@ -177,14 +179,59 @@ impl V4Refusals {
     }
 }
 
+/// A node whose v4 refusals are remembered across runs, and whose device
+/// number is looked up once.
+pub(crate) struct Remembering {
+    node: Box<dyn Node>,
+    refusals: &'static V4Refusals,
+    devnum: std::cell::OnceCell<Option<DevNum>>,
+}
+
+impl Remembering {
+    pub fn new(node: Box<dyn Node>, refusals: &'static V4Refusals) -> Remembering {
+        Remembering {
+            node,
+            refusals,
+            devnum: std::cell::OnceCell::new(),
+        }
+    }
+}
+
+impl Node for Remembering {
+    fn devnum(&self) -> Option<DevNum> {
+        *self.devnum.get_or_init(|| self.node.devnum())
+    }
+
+    fn sg_v3(&mut self, io: &mut V3<'_>) -> io::Result<()> {
+        self.node.sg_v3(io)
+    }
+
+    fn sg_v4(&mut self, io: &mut V4<'_>) -> io::Result<()> {
+        let devnum = self.devnum();
+        if devnum.is_some_and(|d| self.refusals.refused(d)) {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let r = self.node.sg_v4(io);
+        if let (Err(e), Some(d)) = (&r, devnum) {
+            if e.raw_os_error() == Some(libc::EINVAL) {
+                self.refusals.note(d);
+            }
+        }
+        r
+    }
+
+    fn ioctl_int(&mut self, request: u32, arg: u64) -> io::Result<i32> {
+        self.node.ioctl_int(request, arg)
+    }
+
+    fn ioctl_buf(&mut self, request: u32, buf: &mut [u8]) -> io::Result<i32> {
+        self.node.ioctl_buf(request, buf)
+    }
+}
+
 /// Opens device nodes the way the programs do.
 pub(crate) trait Open {
     fn open(&self, path: &[u8]) -> io::Result<Box<dyn Node>>;
-    /// Where refusals of v4 headers are remembered across runs; None:
-    /// each run finds out on its own.
-    fn v4_refusals(&self) -> Option<&V4Refusals> {
-        None
-    }
     /// Where sysfs is, for the kernel's copies of what devices answered
     /// (see `sysfs`); None: ask the devices.
     fn sysfs(&self) -> Option<&Path> {
@@ -208,17 +255,14 @@ impl Open for System {
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
+        static REFUSALS: V4Refusals = V4Refusals::new();
         // SAFETY: `fd` was just opened and is owned by nobody else.
-        Ok(Box::new(FdNode(unsafe { OwnedFd::from_raw_fd(fd) })))
+        let node = Box::new(FdNode(unsafe { OwnedFd::from_raw_fd(fd) }));
+        Ok(Box::new(Remembering::new(node, &REFUSALS)))
     }
 
     fn sysfs(&self) -> Option<&Path> {
         Some(Path::new("/sys"))
-    }
-
-    fn v4_refusals(&self) -> Option<&V4Refusals> {
-        static REFUSALS: V4Refusals = V4Refusals::new();
-        Some(&REFUSALS)
     }
 }
 
@@ -535,28 +579,28 @@ pub(crate) mod mock {
         /// How many times a node was opened.
         pub opens: Rc<RefCell<usize>>,
         /// Kept across runs, as the daemon keeps them.
-        pub v4_refusals: Option<Rc<V4Refusals>>,
+        pub v4_refusals: Option<&'static V4Refusals>,
     }
 
     impl Open for Devices {
         fn open(&self, path: &[u8]) -> io::Result<Box<dyn Node>> {
             *self.opens.borrow_mut() += 1;
-            match self.nodes.get(path) {
-                Some(s) => Ok(Box::new(Scripted {
-                    script: s.clone(),
-                    devnum: self.devnums.get(path).copied(),
-                    log: self.log.clone(),
-                })),
-                None => Err(io::Error::from_raw_os_error(libc::ENOENT)),
-            }
+            let Some(s) = self.nodes.get(path) else {
+                return Err(io::Error::from_raw_os_error(libc::ENOENT));
+            };
+            let node = Box::new(Scripted {
+                script: s.clone(),
+                devnum: self.devnums.get(path).copied(),
+                log: self.log.clone(),
+            });
+            Ok(match self.v4_refusals {
+                Some(r) => Box::new(Remembering::new(node, r)),
+                None => node,
+            })
         }
 
         fn sysfs(&self) -> Option<&Path> {
             self.sysfs.as_deref()
-        }
-
-        fn v4_refusals(&self) -> Option<&V4Refusals> {
-            self.v4_refusals.as_deref()
         }
     }
 
@@ -663,6 +707,73 @@ pub(crate) mod mock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Refuses v4 headers as a block device does; counts what reaches it.
+    struct Refusing {
+        devnum: DevNum,
+        v4: std::rc::Rc<std::cell::Cell<usize>>,
+        stats: std::rc::Rc<std::cell::Cell<usize>>,
+    }
+
+    impl Node for Refusing {
+        fn devnum(&self) -> Option<DevNum> {
+            self.stats.set(self.stats.get() + 1);
+            Some(self.devnum)
+        }
+        fn sg_v3(&mut self, _: &mut V3<'_>) -> io::Result<()> {
+            Ok(())
+        }
+        fn sg_v4(&mut self, _: &mut V4<'_>) -> io::Result<()> {
+            self.v4.set(self.v4.get() + 1);
+            Err(io::Error::from_raw_os_error(libc::EINVAL))
+        }
+        fn ioctl_int(&mut self, _: u32, _: u64) -> io::Result<i32> {
+            Ok(0)
+        }
+        fn ioctl_buf(&mut self, _: u32, _: &mut [u8]) -> io::Result<i32> {
+            Ok(0)
+        }
+    }
+
+    #[test]
+    fn a_block_major_that_refused_v4_is_not_asked_again_on_any_node() {
+        let refusals: &'static V4Refusals = Box::leak(Box::default());
+        let (v4, stats) = (std::rc::Rc::default(), std::rc::Rc::default());
+        let node = |block, major| {
+            Remembering::new(
+                Box::new(Refusing {
+                    devnum: DevNum {
+                        block,
+                        major,
+                        minor: 0,
+                    },
+                    v4: std::rc::Rc::clone(&v4),
+                    stats: std::rc::Rc::clone(&stats),
+                }),
+                refusals,
+            )
+        };
+        let ask = |n: &mut Remembering| {
+            let (mut din, mut response) = ([0u8; 8], [0u8; 8]);
+            let e = n.sg_v4(&mut V4::new(&[0x12], &mut din, &mut response));
+            assert_eq!(e.unwrap_err().raw_os_error(), Some(libc::EINVAL));
+        };
+        // ata_id's commands each try v4: only the first reaches the kernel,
+        // on this node and on the next of the major.
+        let mut sda = node(true, 8);
+        for _ in 0..3 {
+            ask(&mut sda);
+        }
+        ask(&mut node(true, 8));
+        assert_eq!(v4.get(), 1);
+        // The device number is looked up once per node.
+        assert_eq!(stats.get(), 2);
+        // Another major, and character nodes, are asked.
+        ask(&mut node(true, 65));
+        ask(&mut node(false, 8));
+        ask(&mut node(false, 8));
+        assert_eq!(v4.get(), 4);
+    }
 
     #[test]
     fn programs_are_found_by_file_name() {
