@@ -36,10 +36,20 @@
  *                               Prints "inserted=<n> failed=<n> loaded=<n>"
  *                               (loaded: there before)
  *
+ *   labtool uprofile OUT [PERIOD_NS]
+ *                               samples every CPU (user and kernel mode) every
+ *                               PERIOD_NS of CPU time (default 500000) until
+ *                               SIGINT or SIGTERM, then writes the counts by
+ *                               process, thread and address to OUT (see below)
+ *
  * Symlinks are never followed in walks, so each sysfs object is visited once.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <errno.h>
@@ -285,6 +295,47 @@ static int ksym_cmp(const void *a, const void *b)
     const struct ksym *x = a, *y = b;
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
+/* This boot's text symbols from /proc/kallsyms, sorted by address; *stext
+ * gets _stext. */
+static struct ksym *load_ksyms(size_t *count, unsigned long *stext)
+{
+    FILE *ks = fopen("/proc/kallsyms", "re");
+    if (!ks) { perror("/proc/kallsyms"); return NULL; }
+    size_t n = 0, cap = 1 << 16;
+    struct ksym *sym = malloc(cap * sizeof *sym);
+    char line[512], name[256], type;
+    unsigned long addr;
+    *stext = 0;
+    while (sym && fgets(line, sizeof line, ks)) {
+        if (sscanf(line, "%lx %c %255s", &addr, &type, name) != 3) continue;
+        if (type != 't' && type != 'T') continue;
+        if (!strcmp(name, "_stext")) *stext = addr;
+        if (n == cap) sym = realloc(sym, (cap *= 2) * sizeof *sym);
+        if (!sym) break;
+        sym[n].addr = addr;
+        sym[n].name = strdup(name);
+        sym[n].hits = 0;
+        n++;
+    }
+    fclose(ks);
+    if (!sym || !*stext) {
+        fprintf(stderr, "labtool: no _stext in /proc/kallsyms (addresses hidden?)\n");
+        return NULL;
+    }
+    qsort(sym, n, sizeof *sym, ksym_cmp);
+    *count = n;
+    return sym;
+}
+/* The symbol holding pc, or NULL. */
+static struct ksym *ksym_at(struct ksym *sym, size_t n, unsigned long pc)
+{
+    size_t lo = 0, hi = n;
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (sym[mid].addr <= pc) lo = mid; else hi = mid;
+    }
+    return n && sym[lo].addr <= pc ? &sym[lo] : NULL;
+}
 static int kprofile(void)
 {
     /* the profile first: reading kallsyms is kernel work of its own */
@@ -299,46 +350,339 @@ static int kprofile(void)
     }
     close(f);
     if (!prof || plen == 0) { fprintf(stderr, "kprofile: /proc/profile unreadable\n"); return 1; }
-    FILE *ks = fopen("/proc/kallsyms", "re");
-    if (!ks) { perror("/proc/kallsyms"); return 1; }
-    size_t n = 0, cap = 1 << 16;
-    struct ksym *sym = malloc(cap * sizeof *sym);
-    unsigned long stext = 0;
-    char line[512], name[256], type;
-    unsigned long addr;
-    while (sym && fgets(line, sizeof line, ks)) {
-        if (sscanf(line, "%lx %c %255s", &addr, &type, name) != 3) continue;
-        if (type != 't' && type != 'T') continue;
-        if (!strcmp(name, "_stext")) stext = addr;
-        if (n == cap) sym = realloc(sym, (cap *= 2) * sizeof *sym);
-        if (!sym) break;
-        sym[n].addr = addr;
-        sym[n].name = strdup(name);
-        sym[n].hits = 0;
-        n++;
-    }
-    fclose(ks);
-    if (!sym || !stext) {
-        fprintf(stderr, "kprofile: no _stext in /proc/kallsyms (addresses hidden?)\n");
-        return 1;
-    }
-    qsort(sym, n, sizeof *sym, ksym_cmp);
+    size_t n;
+    unsigned long stext;
+    struct ksym *sym = load_ksyms(&n, &stext);
+    if (!sym) return 1;
     unsigned long step = prof[0], unknown = 0;
     for (size_t slot = 0; slot + 1 < plen; slot++) {
         unsigned int h = prof[slot + 1];
         if (!h) continue;
-        unsigned long pc = stext + slot * step;
-        size_t lo = 0, hi = n;
-        while (hi - lo > 1) {
-            size_t mid = (lo + hi) / 2;
-            if (sym[mid].addr <= pc) lo = mid; else hi = mid;
-        }
-        if (sym[lo].addr <= pc) sym[lo].hits += h; else unknown += h;
+        struct ksym *k = ksym_at(sym, n, stext + slot * step);
+        if (k) k->hits += h; else unknown += h;
     }
     for (size_t i = 0; i < n; i++)
         if (sym[i].hits) printf("%lu %s\n", sym[i].hits, sym[i].name);
     if (unknown) printf("%lu ?\n", unknown);
     return 0;
+}
+
+/* ---- labtool uprofile ----
+ * Every CPU sampled by the kernel's cpu-clock software event, user and
+ * kernel mode, whatever runs: each sample's process, thread and
+ * instruction address, counted. perf itself is not in the guest; this is
+ * the part of it the lab needs. Stopped by SIGINT or SIGTERM, it writes
+ *   s SAMPLES LOST PERIOD_NS
+ *   t PID TID SAMPLES USER_SAMPLES COMM      per thread
+ *   u PID ADDRESS SAMPLES                    user-mode addresses
+ *   k PID SAMPLES FUNCTION                   kernel mode, named from kallsyms
+ *   y PID SAMPLES SYSCALL                    kernel mode, by the system call
+ *                                            it was in (__x64_sys_*), else
+ *                                            by the outermost three frames,
+ *                                            how the kernel was entered
+ *   m PID START END OFFSET PATH              executable mappings of every
+ *                                            sampled process (from /proc when
+ *                                            still alive, else as announced)
+ * for lab/uprofile, which names the user addresses from the binaries. */
+#define UP_PAGES 64 /* ring pages per CPU, a power of two */
+#define UP_SLOTS (1 << 18)
+struct up_slot { int pid; int user; unsigned long ip; unsigned long count; };
+static struct up_slot up_tab[UP_SLOTS];
+#define UP_TIDS 4096
+struct up_tid { int pid, tid; unsigned long n, user; };
+static struct up_tid up_tids[UP_TIDS];
+static int up_ntids;
+static unsigned long up_samples, up_lost, up_dropped;
+/* Kernel-mode samples by the system call they were made in (the outermost
+ * __x64_sys_* frame of the kernel call chain), per process. */
+static struct ksym *up_ksyms;
+static size_t up_nksyms;
+#define UP_SYSCALLS 8192
+struct up_sys { int pid; const char *name; unsigned long count; };
+static struct up_sys up_sys[UP_SYSCALLS];
+static int up_nsys;
+static volatile sig_atomic_t up_stop;
+/* What the kernel announced while sampling (exec names, thread names,
+ * executable mappings): a process that exits before the end is still
+ * named. */
+#define UP_COMMS 8192
+struct up_comm { int pid, tid; char comm[16]; };
+static struct up_comm up_comms[UP_COMMS];
+static int up_ncomms;
+#define UP_MMAPS 16384
+struct up_mmap { int pid; unsigned long start, len, pgoff; char *file; };
+static struct up_mmap up_mmaps[UP_MMAPS];
+static int up_nmmaps;
+static void up_on_signal(int sig) { (void)sig; up_stop = 1; }
+
+static void up_count(int pid, int tid, unsigned long ip, int user)
+{
+    up_samples++;
+    int t;
+    for (t = 0; t < up_ntids; t++)
+        if (up_tids[t].tid == tid && up_tids[t].pid == pid) break;
+    if (t == up_ntids && up_ntids < UP_TIDS) {
+        up_tids[t].pid = pid;
+        up_tids[t].tid = tid;
+        up_ntids++;
+    }
+    if (t < up_ntids) {
+        up_tids[t].n++;
+        up_tids[t].user += user;
+    }
+    unsigned long h = (ip * 0x9E3779B97F4A7C15ul) ^ (unsigned long)pid * 0xC2B2AE3D27D4EB4Ful;
+    for (unsigned long i = 0; i < UP_SLOTS; i++) {
+        struct up_slot *s = &up_tab[(h + i) & (UP_SLOTS - 1)];
+        if (s->count == 0) {
+            s->pid = pid;
+            s->ip = ip;
+            s->user = user;
+        }
+        if (s->pid == pid && s->ip == ip) {
+            s->count++;
+            return;
+        }
+    }
+    up_dropped++;
+}
+
+static void up_count_syscall(int pid, const unsigned long *chain, unsigned long nr)
+{
+    /* Outside a system call, the outermost frames say how the kernel was
+     * entered: a page fault, an interrupt, a kernel thread's start, the
+     * way back to user mode. */
+    const char *name = "?", *outer = NULL;
+    for (unsigned long i = nr; i-- > 0;) {
+        if (chain[i] >= (unsigned long)-4095) continue; /* context markers */
+        struct ksym *k = ksym_at(up_ksyms, up_nksyms, chain[i]);
+        if (!k) continue;
+        if (!outer) outer = k->name;
+        if (!strncmp(k->name, "__x64_sys_", 10) || !strncmp(k->name, "__ia32_sys_", 11)) {
+            outer = NULL;
+            name = k->name;
+            break;
+        }
+        /* The dispatcher of kernels with the branch history fix may have
+         * the __x64_sys_ wrapper inlined: the frame it calls names it. */
+        if (!strcmp(k->name, "x64_sys_call")) {
+            outer = NULL;
+            name = "(inlined in x64_sys_call)";
+            for (unsigned long j = i; j-- > 0;) {
+                if (chain[j] >= (unsigned long)-4095) continue;
+                struct ksym *in = ksym_at(up_ksyms, up_nksyms, chain[j]);
+                if (in) name = in->name;
+                break;
+            }
+            break;
+        }
+    }
+    if (outer) {
+        /* The outermost three frames, interned: "a<b<c" (c called b). */
+        static char *interned[4096];
+        static int ninterned;
+        char buf[256];
+        size_t used = 0;
+        int depth = 0;
+        buf[0] = 0;
+        for (unsigned long i = nr; i-- > 0 && depth < 3;) {
+            if (chain[i] >= (unsigned long)-4095) continue;
+            struct ksym *k = ksym_at(up_ksyms, up_nksyms, chain[i]);
+            if (!k) continue;
+            used += snprintf(buf + used, sizeof buf - used, "%s%s", depth ? "<" : "", k->name);
+            if (used >= sizeof buf) break;
+            depth++;
+        }
+        name = NULL;
+        for (int i = 0; i < ninterned; i++)
+            if (!strcmp(interned[i], buf)) name = interned[i];
+        if (!name && ninterned < 4096) name = interned[ninterned++] = strdup(buf);
+        if (!name) name = "?";
+    }
+    int i;
+    for (i = 0; i < up_nsys; i++)
+        if (up_sys[i].pid == pid && up_sys[i].name == name) break;
+    if (i == up_nsys) {
+        if (up_nsys == UP_SYSCALLS) return;
+        up_sys[i].pid = pid;
+        up_sys[i].name = name;
+        up_nsys++;
+    }
+    up_sys[i].count++;
+}
+
+static void up_drain(struct perf_event_mmap_page *mp, long page)
+{
+    unsigned char *data = (unsigned char *)mp + page;
+    unsigned long size = UP_PAGES * page;
+    unsigned long head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
+    unsigned long tail = mp->data_tail;
+    static unsigned char rec[4096];
+    while (tail + sizeof(struct perf_event_header) <= head) {
+        struct perf_event_header hdr;
+        for (unsigned i = 0; i < sizeof hdr; i++)
+            ((unsigned char *)&hdr)[i] = data[(tail + i) & (size - 1)];
+        if (hdr.size < sizeof hdr || tail + hdr.size > head) break;
+        unsigned len = hdr.size < sizeof rec ? hdr.size : sizeof rec;
+        for (unsigned i = 0; i < len; i++)
+            rec[i] = data[(tail + i) & (size - 1)];
+        if (hdr.type == PERF_RECORD_SAMPLE && len >= sizeof hdr + 16) {
+            unsigned long ip;
+            unsigned int pid, tid;
+            memcpy(&ip, rec + sizeof hdr, 8);
+            memcpy(&pid, rec + sizeof hdr + 8, 4);
+            memcpy(&tid, rec + sizeof hdr + 12, 4);
+            int user = (hdr.misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_USER;
+            if (pid) /* not the idle task */
+                up_count(pid, tid, ip, user);
+            unsigned long nr = 0;
+            if (len >= sizeof hdr + 24) memcpy(&nr, rec + sizeof hdr + 16, 8);
+            if (pid && !user && up_ksyms && len >= sizeof hdr + 24 + nr * 8)
+                up_count_syscall(pid, (const unsigned long *)(rec + sizeof hdr + 24), nr);
+        } else if (hdr.type == PERF_RECORD_COMM && len > sizeof hdr + 8) {
+            unsigned int pid, tid;
+            memcpy(&pid, rec + sizeof hdr, 4);
+            memcpy(&tid, rec + sizeof hdr + 4, 4);
+            int i;
+            for (i = 0; i < up_ncomms; i++)
+                if (up_comms[i].pid == (int)pid && up_comms[i].tid == (int)tid) break;
+            if (i == up_ncomms && up_ncomms < UP_COMMS) up_ncomms++;
+            if (i < up_ncomms) {
+                up_comms[i].pid = pid;
+                up_comms[i].tid = tid;
+                snprintf(up_comms[i].comm, sizeof up_comms[i].comm, "%.*s",
+                         (int)(len - sizeof hdr - 8), (const char *)rec + sizeof hdr + 8);
+            }
+        } else if (hdr.type == PERF_RECORD_MMAP && len > sizeof hdr + 32 && up_nmmaps < UP_MMAPS) {
+            struct up_mmap *m = &up_mmaps[up_nmmaps++];
+            unsigned int pid;
+            memcpy(&pid, rec + sizeof hdr, 4);
+            m->pid = pid;
+            memcpy(&m->start, rec + sizeof hdr + 8, 8);
+            memcpy(&m->len, rec + sizeof hdr + 16, 8);
+            memcpy(&m->pgoff, rec + sizeof hdr + 24, 8);
+            m->file = strndup((const char *)rec + sizeof hdr + 32, len - sizeof hdr - 32);
+        } else if (hdr.type == PERF_RECORD_LOST && len >= sizeof hdr + 16) {
+            unsigned long lost;
+            memcpy(&lost, rec + sizeof hdr + 8, 8);
+            up_lost += lost;
+        }
+        tail += hdr.size;
+    }
+    __atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
+}
+
+static int up_cmp(const void *a, const void *b)
+{
+    const struct up_slot *x = a, *y = b;
+    if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
+    return x->ip < y->ip ? -1 : x->ip > y->ip;
+}
+
+static int uprofile(const char *out, long period_ns)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (ncpu < 1 || ncpu > 64) ncpu = 1;
+    int fds[64];
+    struct perf_event_mmap_page *rings[64];
+    unsigned long stext;
+    /* Named before sampling starts: reading kallsyms is kernel work too. */
+    up_ksyms = load_ksyms(&up_nksyms, &stext);
+    for (int c = 0; c < ncpu; c++) {
+        struct perf_event_attr a;
+        memset(&a, 0, sizeof a);
+        a.type = PERF_TYPE_SOFTWARE;
+        a.size = sizeof a;
+        a.config = PERF_COUNT_SW_CPU_CLOCK;
+        a.sample_period = period_ns;
+        a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_CALLCHAIN;
+        a.exclude_callchain_user = 1;
+        a.sample_max_stack = 64;
+        a.comm = 1;
+        a.mmap = 1;
+        fds[c] = syscall(SYS_perf_event_open, &a, -1, c, -1, PERF_FLAG_FD_CLOEXEC);
+        if (fds[c] < 0) { perror("perf_event_open"); return 1; }
+        rings[c] = mmap(NULL, (UP_PAGES + 1) * page, PROT_READ | PROT_WRITE, MAP_SHARED, fds[c], 0);
+        if (rings[c] == MAP_FAILED) { perror("mmap perf ring"); return 1; }
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = up_on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    /* Started: whoever waits for the sampler to run may go on. */
+    printf("sampling\n");
+    fflush(stdout);
+    struct timespec nap = { 0, 20 * 1000 * 1000 };
+    while (!up_stop) {
+        for (int c = 0; c < ncpu; c++) up_drain(rings[c], page);
+        nanosleep(&nap, NULL);
+    }
+    for (int c = 0; c < ncpu; c++) {
+        ioctl(fds[c], PERF_EVENT_IOC_DISABLE, 0);
+        up_drain(rings[c], page);
+    }
+    FILE *f = fopen(out, "we");
+    if (!f) { perror(out); return 1; }
+    fprintf(f, "s %lu %lu %ld\n", up_samples, up_lost + up_dropped, period_ns);
+    char path[64], comm[64];
+    for (int t = 0; t < up_ntids; t++) {
+        snprintf(path, sizeof path, "/proc/%d/task/%d/comm", up_tids[t].pid, up_tids[t].tid);
+        if (read_file(path, comm, sizeof comm)) {
+            /* Gone: the name the kernel last announced for the thread,
+             * else for its process. */
+            strcpy(comm, "?");
+            for (int pass = 0; pass < 2 && !strcmp(comm, "?"); pass++)
+                for (int i = 0; i < up_ncomms; i++)
+                    if (up_comms[i].pid == up_tids[t].pid &&
+                        up_comms[i].tid == (pass ? up_tids[t].pid : up_tids[t].tid))
+                        snprintf(comm, sizeof comm, "%s", up_comms[i].comm);
+        }
+        comm[strcspn(comm, "\n")] = 0;
+        for (char *p = comm; *p; p++) if (*p == ' ') *p = '_';
+        fprintf(f, "t %d %d %lu %lu %s\n", up_tids[t].pid, up_tids[t].tid,
+                up_tids[t].n, up_tids[t].user, comm);
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < UP_SLOTS; i++)
+        if (up_tab[i].count) up_tab[n++] = up_tab[i];
+    qsort(up_tab, n, sizeof *up_tab, up_cmp);
+    for (int i = 0; i < up_nsys; i++)
+        fprintf(f, "y %d %lu %s\n", up_sys[i].pid, up_sys[i].count, up_sys[i].name);
+    size_t nk = up_nksyms;
+    struct ksym *ks = up_ksyms;
+    for (size_t i = 0; i < n; i++) {
+        if (up_tab[i].user) {
+            fprintf(f, "u %d %lx %lu\n", up_tab[i].pid, up_tab[i].ip, up_tab[i].count);
+            continue;
+        }
+        struct ksym *k = ks ? ksym_at(ks, nk, up_tab[i].ip) : NULL;
+        fprintf(f, "k %d %lu %s\n", up_tab[i].pid, up_tab[i].count, k ? k->name : "?");
+    }
+    int last = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (up_tab[i].pid == last) continue;
+        last = up_tab[i].pid;
+        snprintf(path, sizeof path, "/proc/%d/maps", last);
+        FILE *m = fopen(path, "re");
+        if (!m) {
+            for (int j = 0; j < up_nmmaps; j++)
+                if (up_mmaps[j].pid == last && up_mmaps[j].file[0] == '/')
+                    fprintf(f, "m %d %lx %lx %lx %s\n", last, up_mmaps[j].start,
+                            up_mmaps[j].start + up_mmaps[j].len, up_mmaps[j].pgoff, up_mmaps[j].file);
+            continue;
+        }
+        char line[512], perms[8], file[400];
+        unsigned long lo, hi, off;
+        while (fgets(line, sizeof line, m)) {
+            file[0] = 0;
+            if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %399s", &lo, &hi, perms, &off, file) < 4) continue;
+            if (perms[2] == 'x' && file[0])
+                fprintf(f, "m %d %lx %lx %lx %s\n", last, lo, hi, off, file);
+        }
+        fclose(m);
+    }
+    return fclose(f) ? 1 : 0;
 }
 
 /* ---- labtool insmod ---- */
@@ -562,6 +906,8 @@ int main(int argc, char **argv)
         return tree(argc - 2, argv + 2);
     if (argc >= 2 && !strcmp(argv[1], "kprofile"))
         return kprofile();
+    if (argc >= 3 && !strcmp(argv[1], "uprofile"))
+        return uprofile(argv[2], argc >= 4 ? atol(argv[3]) : 500000);
     if (argc >= 4 && !strcmp(argv[1], "waitfile")) {
         /* Polls every 5 ms, cheaper than any shell loop under TCG; prints
          * the CLOCK_MONOTONIC time (as "now" does) when PATH first
@@ -579,6 +925,6 @@ int main(int argc, char **argv)
         }
         return 1;
     }
-    fprintf(stderr, "usage: labtool now|hz|clock|cpu|walk read|write DIR [ACTION]|tree PID...|kprofile|waitfile PATH SECONDS|devstat DIR|dump DIR|cat DIR\n");
+    fprintf(stderr, "usage: labtool now|hz|clock|cpu|walk read|write DIR [ACTION]|tree PID...|kprofile|uprofile OUT [PERIOD_NS]|waitfile PATH SECONDS|devstat DIR|dump DIR|cat DIR\n");
     return 2;
 }
