@@ -380,6 +380,8 @@ static int kprofile(void)
  *                                            it was in (__x64_sys_*), else
  *                                            by the outermost three frames,
  *                                            how the kernel was entered
+ *   i PID SAMPLES SYSCALL FUNCTION           kernel mode, each function with
+ *                                            what it called, by system call
  *   m PID START END OFFSET PATH              executable mappings of every
  *                                            sampled process (from /proc when
  *                                            still alive, else as announced)
@@ -401,6 +403,10 @@ static size_t up_nksyms;
 struct up_sys { int pid; const char *name; unsigned long count; };
 static struct up_sys up_sys[UP_SYSCALLS];
 static int up_nsys;
+/* Kernel-mode samples of each function, callees included, by system call. */
+#define UP_INCL (1 << 17)
+struct up_incl { int pid; const char *name; const struct ksym *fn; unsigned long count; };
+static struct up_incl up_incl[UP_INCL];
 static volatile sig_atomic_t up_stop;
 /* What the kernel announced while sampling (exec names, thread names,
  * executable mappings): a process that exits before the end is still
@@ -497,6 +503,31 @@ static void up_count_syscall(int pid, const unsigned long *chain, unsigned long 
             if (!strcmp(interned[i], buf)) name = interned[i];
         if (!name && ninterned < 4096) name = interned[ninterned++] = strdup(buf);
         if (!name) name = "?";
+    }
+    /* Inclusive: every function on the chain, once per sample. */
+    const struct ksym *seen[128];
+    int nseen = 0;
+    for (unsigned long i = 0; i < nr && nseen < 128; i++) {
+        if (chain[i] >= (unsigned long)-4095) continue;
+        const struct ksym *k = ksym_at(up_ksyms, up_nksyms, chain[i]);
+        if (!k) continue;
+        int dup = 0;
+        for (int j = 0; j < nseen && !dup; j++) dup = seen[j] == k;
+        if (dup) continue;
+        seen[nseen++] = k;
+        unsigned long h = ((unsigned long)k * 0x9E3779B97F4A7C15ul) ^ ((unsigned long)name * 31) ^ (unsigned long)pid;
+        for (unsigned long n = 0; n < UP_INCL; n++) {
+            struct up_incl *e = &up_incl[(h + n) & (UP_INCL - 1)];
+            if (!e->count) {
+                e->pid = pid;
+                e->name = name;
+                e->fn = k;
+            }
+            if (e->pid == pid && e->name == name && e->fn == k) {
+                e->count++;
+                break;
+            }
+        }
     }
     int i;
     for (i = 0; i < up_nsys; i++)
@@ -649,6 +680,10 @@ static int uprofile(const char *out, long period_ns)
     qsort(up_tab, n, sizeof *up_tab, up_cmp);
     for (int i = 0; i < up_nsys; i++)
         fprintf(f, "y %d %lu %s\n", up_sys[i].pid, up_sys[i].count, up_sys[i].name);
+    for (int i = 0; i < UP_INCL; i++)
+        if (up_incl[i].count)
+            fprintf(f, "i %d %lu %s %s\n", up_incl[i].pid, up_incl[i].count, up_incl[i].name,
+                    up_incl[i].fn->name);
     size_t nk = up_nksyms;
     struct ksym *ks = up_ksyms;
     for (size_t i = 0; i < n; i++) {
