@@ -927,25 +927,33 @@ impl<'a> State<'a> {
                 let Some(p) = self.bounded(token, path, false, PATH_SIZE) else {
                     return false;
                 };
-                let full = if p.starts_with(b"/") {
-                    Some(p)
-                } else if p.starts_with(b"[") {
-                    self.subsys_path(&p)
-                        .map(|p| p.into_os_string().into_vec_bytes())
+                let below = !p.starts_with(b"/")
+                    && !p.starts_with(b"[")
+                    && !p.is_empty()
+                    && !p.starts_with(b"*/")
+                    && !p.windows(3).any(|w| w == b"/*/");
+                let found = if below {
+                    // The common `TEST=="whole_disk"`: one lookup from the
+                    // device's directory.
+                    dev.stat_below(&p)
                 } else {
-                    let base = dev.syspath().as_os_str().as_bytes();
-                    Some([base, b"/", &p].concat())
+                    let full = if p.starts_with(b"/") {
+                        Some(p)
+                    } else if p.starts_with(b"[") {
+                        self.subsys_path(&p)
+                            .map(|p| p.into_os_string().into_vec_bytes())
+                    } else {
+                        let base = dev.syspath().as_os_str().as_bytes();
+                        Some([base, b"/", &p].concat())
+                    };
+                    full.and_then(|f| resolve_star(&f))
+                        .and_then(|f| std::fs::metadata(OsStr::from_bytes(&f)).ok())
+                        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()))
                 };
-                let found = full
-                    .and_then(|f| resolve_star(&f))
-                    .and_then(|f| std::fs::metadata(OsStr::from_bytes(&f)).ok());
                 let hit = match (found, mode) {
                     (None, _) => false,
                     (Some(_), None) => true,
-                    (Some(m), Some(mode)) => {
-                        use std::os::unix::fs::PermissionsExt;
-                        m.permissions().mode() & mode != 0
-                    }
+                    (Some(m), Some(mode)) => m & mode != 0,
                 };
                 hit == (op == Op::Match)
             }
@@ -1760,19 +1768,17 @@ impl Rules {
                 None => pos += 1,
             }
         }
-        let properties = state
-            .props
-            .0
-            .iter()
-            .filter(|p| p.from_rules && !p.key.starts_with(b"."))
-            .map(|p| (p.key.clone(), p.value.clone()))
-            .collect();
-        let event_properties = state
-            .props
-            .0
-            .iter()
-            .map(|p| (p.key.clone(), p.value.clone()))
-            .collect();
+        // Every property goes out with the event; those the rules set are
+        // also recorded, so only they are copied.
+        let all = std::mem::take(&mut state.props.0);
+        let mut properties = Vec::new();
+        let mut event_properties = Vec::with_capacity(all.len());
+        for p in all {
+            if p.from_rules && !p.key.starts_with(b".") {
+                properties.push((p.key.clone(), p.value.clone()));
+            }
+            event_properties.push((p.key, p.value));
+        }
         Outcome {
             properties,
             event_properties,

@@ -162,52 +162,113 @@ impl Sysfs {
     /// The nearest ancestor of `devpath` that is a device, with what is
     /// known of it: from the parent cache when there is one.
     fn parent_core(&self, devpath: &[u8]) -> Option<(Vec<u8>, Arc<Core>)> {
+        self.parent_core_from(devpath, None)
+            .map(|(dp, core, _)| (dp, core))
+    }
+
+    /// [`Sysfs::parent_core`], climbing from `below`, the directory of
+    /// `devpath` when it is open. A directory that has to be read is
+    /// reached from the one below it by `..`, one path component for the
+    /// kernel where the path from /sys is ten; sysfs lookups cannot take
+    /// the kernel's lock-free walk, so each component costs. The directory
+    /// of a parent read is returned with it, for its attributes.
+    fn parent_core_from(
+        &self,
+        devpath: &[u8],
+        below: Option<BorrowedFd<'_>>,
+    ) -> Option<(Vec<u8>, Arc<Core>, Option<OwnedFd>)> {
+        // The nearest open directory below `dp` (`below` until one is
+        // opened here, none after a directory could not be), and how many
+        // levels `dp` is above it.
+        let mut opened: Option<OwnedFd> = None;
+        let mut below = below;
+        let mut up = 0usize;
         let mut dp = devpath;
         loop {
             match dp.iter().rposition(|&c| c == b'/') {
                 Some(0) | None => return None,
                 Some(i) => dp = &dp[..i],
             }
+            up += 1;
             if never_a_device(dp) {
                 continue;
             }
             if let Some(cache) = &self.parents {
                 match cache.get(dp) {
                     Some(Known::NotADevice) => continue,
-                    Some(Known::Device(core)) => return Some((dp.to_vec(), core)),
+                    Some(Known::Device(core)) => return Some((dp.to_vec(), core, None)),
                     None => {}
                 }
             }
-            // Opening `uevent` is the test of a device, one call where a
-            // stat before it made two. An event that is made up rather than
-            // read (modules, buses, drivers) needs the test of its own.
-            let event = if kernel_event_subsystem(dp).is_some() && !self.exists(dp) {
-                None
-            } else {
-                match self.read_event(Action::Add, dp) {
-                    Ok(event) => Some(event),
-                    Err(ReadError::Io(e))
-                        if matches!(
-                            e.kind(),
-                            io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                        ) =>
-                    {
-                        None
+            // An event that is made up rather than read (modules, buses,
+            // drivers) is not below /devices: no directory to climb from.
+            if kernel_event_subsystem(dp).is_some() {
+                let event = if self.exists(dp) {
+                    self.read_event(Action::Add, dp).ok()
+                } else {
+                    None
+                };
+                match event {
+                    Some(event) => return Some(self.found(dp, event, None)),
+                    None => {
+                        self.not_a_device(dp);
+                        continue;
                     }
-                    Err(_) => return None,
                 }
-            };
-            let Some(event) = event else {
-                if let Some(cache) = &self.parents {
-                    cache.insert(dp, Known::NotADevice);
-                }
-                continue;
-            };
-            let core = Arc::new(Core::new(event));
-            if let Some(cache) = &self.parents {
-                cache.insert(dp, Known::Device(core.clone()));
             }
-            return Some((dp.to_vec(), core));
+            let from = opened.as_ref().map(|fd| fd.as_fd()).or(below);
+            let dir = match from {
+                Some(from) => {
+                    let dots = vec![".."; up].join("/");
+                    rustix::fs::openat(from, dots.as_str(), DIR_FLAGS, Mode::empty())
+                }
+                None => rustix::fs::open(self.syspath(dp), DIR_FLAGS, Mode::empty()),
+            };
+            let dir = match dir {
+                Ok(dir) => dir,
+                Err(e) if e == rustix::io::Errno::NOENT || e == rustix::io::Errno::NOTDIR => {
+                    self.not_a_device(dp);
+                    opened = None;
+                    below = None;
+                    continue;
+                }
+                Err(_) => return None,
+            };
+            // Opening `uevent` is the test of a device, one call where a
+            // stat before it made two.
+            match self.read_event_in(dir.as_fd(), Action::Add, dp) {
+                Ok(event) => return Some(self.found(dp, event, Some(dir))),
+                Err(ReadError::Io(e))
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                    ) =>
+                {
+                    self.not_a_device(dp);
+                    opened = Some(dir);
+                    up = 0;
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
+    fn found(
+        &self,
+        dp: &[u8],
+        event: Uevent,
+        dir: Option<OwnedFd>,
+    ) -> (Vec<u8>, Arc<Core>, Option<OwnedFd>) {
+        let core = Arc::new(Core::new(event));
+        if let Some(cache) = &self.parents {
+            cache.insert(dp, Known::Device(core.clone()));
+        }
+        (dp.to_vec(), core, dir)
+    }
+
+    fn not_a_device(&self, dp: &[u8]) {
+        if let Some(cache) = &self.parents {
+            cache.insert(dp, Known::NotADevice);
         }
     }
 
@@ -359,6 +420,9 @@ impl Sysfs {
             .map_err(ReadError::Parse)
     }
 }
+
+/// How a device's directory is held: for looking things up below it.
+const DIR_FLAGS: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC);
 
 /// Why a device could not be read from sysfs.
 #[derive(Debug)]
@@ -647,12 +711,27 @@ impl Device {
     /// The device's directory; `None` once the device is gone.
     fn dir(&self) -> Option<BorrowedFd<'_>> {
         self.dir
-            .get_or_init(|| {
-                let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-                rustix::fs::open(self.syspath(), flags, Mode::empty()).ok()
-            })
+            .get_or_init(|| rustix::fs::open(self.syspath(), DIR_FLAGS, Mode::empty()).ok())
             .as_ref()
             .map(|fd| fd.as_fd())
+    }
+
+    /// The mode of what `rel`, a path below the device's directory, leads
+    /// to (symlinks followed, as stat(2)); `None` when nothing is there.
+    /// Looked up from the open directory, not walked from the root.
+    pub fn stat_below(&self, rel: &[u8]) -> Option<u32> {
+        if rel.is_empty() || rel.starts_with(b"/") || rel.contains(&0) {
+            return fs::metadata(self.syspath().join(OsStr::from_bytes(rel)))
+                .ok()
+                .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()));
+        }
+        let st = rustix::fs::statat(
+            self.dir()?,
+            OsStr::from_bytes(rel),
+            rustix::fs::AtFlags::empty(),
+        )
+        .ok()?;
+        Some(st.st_mode)
     }
 
     pub fn sysname(&self) -> &[u8] {
@@ -831,10 +910,17 @@ impl Device {
         if let Some(p) = self.parent.borrow().as_ref() {
             return p.clone();
         }
+        let below = self.dir.get().and_then(|d| d.as_ref()).map(|fd| fd.as_fd());
         let found = self
             .sysfs
-            .parent_core(self.devpath())
-            .map(|(_, core)| Rc::new(Device::with_core(&self.sysfs, core)));
+            .parent_core_from(self.devpath(), below)
+            .map(|(_, core, dir)| {
+                let parent = Device::with_core(&self.sysfs, core);
+                if let Some(dir) = dir {
+                    let _ = parent.dir.set(Some(dir));
+                }
+                Rc::new(parent)
+            });
         *self.parent.borrow_mut() = Some(found.clone());
         found
     }
@@ -1172,6 +1258,88 @@ mod tests {
         ] {
             assert!(!never_a_device(dp.as_bytes()), "{dp}");
         }
+    }
+
+    #[test]
+    fn parents_are_climbed_to_from_the_open_directory_below_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        fake_device(root, "/devices/pci0", "pci", "PCI_ID=1:2\n");
+        fake_device(root, "/devices/pci0/host0", "scsi", "DEVTYPE=scsi_host\n");
+        fs::write(root.join("devices/pci0/host0/proc_name"), "lab\n").unwrap();
+        // `block` between the disk and its host is not a device.
+        fake_device(
+            root,
+            "/devices/pci0/host0/block/sda",
+            "block",
+            "MAJOR=8\nMINOR=0\nDEVNAME=sda\nDEVTYPE=disk\n",
+        );
+        fs::write(root.join("devices/pci0/host0/block/sda/removable"), "0\n").unwrap();
+        for sysfs in [Sysfs::new(root), Sysfs::new(root).with_parent_cache()] {
+            let disk =
+                Rc::new(Device::from_devpath(&sysfs, b"/devices/pci0/host0/block/sda").unwrap());
+            assert_eq!(disk.attr(b"removable").as_deref(), Some(&b"0"[..]));
+            // The path from the root moves; the disk's directory, open,
+            // still leads to its parents, which are read through it.
+            fs::rename(root.join("devices/pci0"), root.join("devices/pci9")).unwrap();
+            let host = disk.parent().expect("the host, above the block directory");
+            assert_eq!(host.devpath(), b"/devices/pci0/host0");
+            assert_eq!(host.subsystem().as_deref(), Some(&b"scsi"[..]));
+            assert_eq!(host.devtype(), Some(&b"scsi_host"[..]));
+            assert_eq!(host.attr(b"proc_name").as_deref(), Some(&b"lab"[..]));
+            let names: Vec<Vec<u8>> = disk.ancestors().map(|d| d.devpath().to_vec()).collect();
+            assert_eq!(
+                names,
+                [
+                    &b"/devices/pci0/host0/block/sda"[..],
+                    b"/devices/pci0/host0",
+                    b"/devices/pci0"
+                ]
+            );
+            fs::rename(root.join("devices/pci9"), root.join("devices/pci0")).unwrap();
+        }
+        // Without an open directory, the parent is looked up from the root.
+        let sysfs = Sysfs::new(root);
+        let disk = Device::from_devpath(&sysfs, b"/devices/pci0/host0/block/sda").unwrap();
+        assert_eq!(disk.parent().unwrap().devpath(), b"/devices/pci0/host0");
+        assert!(sysfs.parent_of(b"/devices/pci0/host0/block/sda").is_some());
+        fs::remove_dir_all(root.join("devices/pci0/host0")).unwrap();
+        assert_eq!(
+            sysfs.parent_devpath(b"/devices/pci0/host0/block/sda"),
+            Some(b"/devices/pci0".to_vec())
+        );
+    }
+
+    #[test]
+    fn paths_below_a_device_are_looked_up_from_its_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        fake_device(root, "/devices/pci0/host0", "scsi", "DEVTYPE=scsi_host\n");
+        fake_device(
+            root,
+            "/devices/pci0/host0/block/sda",
+            "block",
+            "DEVNAME=sda\n",
+        );
+        let sda = root.join("devices/pci0/host0/block/sda");
+        fs::write(sda.join("whole_disk"), "").unwrap();
+        fs::create_dir(sda.join("queue")).unwrap();
+        fs::write(sda.join("queue/rotational"), "1\n").unwrap();
+        symlink("../..", sda.join("device")).unwrap();
+        let sysfs = Sysfs::new(root);
+        let disk = Device::from_devpath(&sysfs, b"/devices/pci0/host0/block/sda").unwrap();
+        let mode = |rel: &[u8]| disk.stat_below(rel).map(|m| m & 0o170000);
+        assert_eq!(mode(b"whole_disk"), Some(0o100000));
+        assert_eq!(mode(b"queue/rotational"), Some(0o100000));
+        assert_eq!(mode(b"queue"), Some(0o040000));
+        // Symlinks are followed, `..` climbs, as a stat of the whole path.
+        assert_eq!(mode(b"device/uevent"), Some(0o100000));
+        assert_eq!(mode(b"../../uevent"), Some(0o100000));
+        assert_eq!(mode(b"missing"), None);
+        assert_eq!(mode(b""), Some(0o040000));
+        // Found from the open directory, not walked from the root again.
+        fs::rename(root.join("devices/pci0"), root.join("devices/pci1")).unwrap();
+        assert_eq!(mode(b"whole_disk"), Some(0o100000));
     }
 
     #[test]

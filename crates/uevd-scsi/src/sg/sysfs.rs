@@ -81,9 +81,11 @@
 //! check the residue).
 
 use super::DevNum;
+use std::ffi::{CStr, CString};
 use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// scsi_id's allocation length.
 pub(crate) const ALLOC: usize = 254;
@@ -97,28 +99,73 @@ pub(crate) struct Cached {
     pub pg83: Option<Vec<u8>>,
 }
 
-/// The `scsi_device` directory behind a node, if it is one.
-pub(crate) fn device_dir(root: &Path, dev: DevNum) -> Option<PathBuf> {
+/// The `scsi_device` directory behind a node, if it is one, opened once:
+/// its files are then each one path component for the kernel to look up.
+/// Reached through `/sys/dev/{block,char}/M:m`, the directory is some
+/// twenty components and two symlinks away, and sysfs lookups cannot take
+/// the kernel's lock-free path walk.
+pub(crate) fn device_dir(root: &Path, dev: DevNum) -> Option<OwnedFd> {
     let kind = if dev.block { "block" } else { "char" };
-    let dir = root
+    let path = root
         .join("dev")
         .join(kind)
         .join(format!("{}:{}", dev.major, dev.minor))
         .join("device");
+    let path = CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: a NUL-terminated path; the descriptor returned is ours.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: a descriptor just opened and owned by nobody else.
+    let dir = unsafe { OwnedFd::from_raw_fd(fd) };
     // Only SCSI devices are answered for: the link says which bus.
-    let bus = std::fs::read_link(dir.join("subsystem")).ok()?;
-    if bus.file_name().map(|n| n.as_bytes()) != Some(b"scsi") {
+    let bus = read_link_at(dir.as_fd(), c"subsystem")?;
+    if bus.rsplit(|&c| c == b'/').next() != Some(b"scsi") {
         return None;
     }
     Some(dir)
+}
+
+fn read_link_at(dir: BorrowedFd<'_>, name: &CStr) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: the buffer is writable for its whole length.
+    let n = unsafe {
+        libc::readlinkat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    let n = usize::try_from(n).ok().filter(|&n| n < buf.len())?;
+    buf.truncate(n);
+    Some(buf)
 }
 
 /// A binary attribute's whole content (under 4 KiB; longer is not used).
 /// kernfs hands a binary attribute's content, up to a page, to a single
 /// read (`memory_read_from_buffer()` on the kernel's copy), so a read that
 /// returns less than it asked for has reached the end.
-fn read_attr(path: &Path) -> Option<Vec<u8>> {
-    let mut f = std::fs::File::open(path).ok()?;
+fn read_attr(dir: BorrowedFd<'_>, name: &CStr) -> Option<Vec<u8>> {
+    // SAFETY: a NUL-terminated name below an open directory.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: a descriptor just opened and owned by nobody else.
+    let mut f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
     let mut buf = vec![0u8; 4096];
     let n = loop {
         match f.read(&mut buf) {
@@ -140,11 +187,12 @@ impl Cached {
         let Some(dir) = device_dir(root, dev) else {
             return Cached::default();
         };
+        let dir = dir.as_fd();
         Cached {
-            inquiry: read_attr(&dir.join("inquiry")),
-            pg0: read_attr(&dir.join("vpd_pg0")),
-            pg80: read_attr(&dir.join("vpd_pg80")),
-            pg83: read_attr(&dir.join("vpd_pg83")),
+            inquiry: read_attr(dir, c"inquiry"),
+            pg0: read_attr(dir, c"vpd_pg0"),
+            pg80: read_attr(dir, c"vpd_pg80"),
+            pg83: read_attr(dir, c"vpd_pg83"),
         }
     }
 
@@ -238,5 +286,47 @@ mod tests {
             ..Cached::default()
         };
         assert!(c.answer(0, 0).is_none());
+    }
+
+    #[test]
+    fn the_device_directory_is_looked_up_once_for_all_its_files() {
+        use std::os::unix::fs::symlink;
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        let sdev = r.join("devices/host0/target0:0:0/0:0:0:0");
+        std::fs::create_dir_all(sdev.join("block/sda")).unwrap();
+        std::fs::create_dir_all(r.join("bus/scsi")).unwrap();
+        std::fs::create_dir_all(r.join("dev/block")).unwrap();
+        symlink("../../../../bus/scsi", sdev.join("subsystem")).unwrap();
+        symlink("../../../0:0:0:0", sdev.join("block/sda/device")).unwrap();
+        symlink(
+            "../../devices/host0/target0:0:0/0:0:0:0/block/sda",
+            r.join("dev/block/8:0"),
+        )
+        .unwrap();
+        let pg83 = page(0x83, 20);
+        std::fs::write(sdev.join("vpd_pg83"), &pg83).unwrap();
+        std::fs::write(sdev.join("vpd_pg80"), page(0x80, 8)).unwrap();
+        let num = DevNum {
+            block: true,
+            major: 8,
+            minor: 0,
+        };
+        let dir = device_dir(r, num).expect("a scsi device");
+        // Once open, the files are found from the directory: the way there
+        // is not walked again, so its going away changes nothing.
+        std::fs::remove_file(r.join("dev/block/8:0")).unwrap();
+        assert_eq!(read_attr(dir.as_fd(), c"vpd_pg83"), Some(pg83));
+        assert!(read_attr(dir.as_fd(), c"vpd_pg0").is_none());
+        assert!(Cached::load(r, num).pg80.is_none(), "the link is gone");
+        symlink(
+            "../../devices/host0/target0:0:0/0:0:0:0/block/sda",
+            r.join("dev/block/8:0"),
+        )
+        .unwrap();
+        let c = Cached::load(r, num);
+        assert_eq!(c.answer(1, 0x83).map(<[u8]>::len), Some(24));
+        assert_eq!(c.answer(1, 0x80).map(<[u8]>::len), Some(12));
+        assert!(c.inquiry.is_none() && c.pg0.is_none());
     }
 }
