@@ -289,7 +289,9 @@ static int catdir(const char *dir)
  * is a stub and KASLR moves the text every boot, so the slots are named
  * here, from this boot's /proc/kallsyms: a "hits function" line for each
  * function hit. */
-struct ksym { unsigned long addr; char *name; unsigned long hits; };
+/* kind: for labtool uprofile, whether the function enters a system call
+ * (1: __x64_sys_*, 2: the x64_sys_call dispatcher). */
+struct ksym { unsigned long addr; char *name; unsigned long hits; int kind; };
 static int ksym_cmp(const void *a, const void *b)
 {
     const struct ksym *x = a, *y = b;
@@ -315,6 +317,8 @@ static struct ksym *load_ksyms(size_t *count, unsigned long *stext)
         sym[n].addr = addr;
         sym[n].name = strdup(name);
         sym[n].hits = 0;
+        sym[n].kind = !strncmp(name, "__x64_sys_", 10) || !strncmp(name, "__ia32_sys_", 11) ? 1
+                      : !strcmp(name, "x64_sys_call") ? 2 : 0;
         n++;
     }
     fclose(ks);
@@ -421,12 +425,38 @@ static struct up_mmap up_mmaps[UP_MMAPS];
 static int up_nmmaps;
 static void up_on_signal(int sig) { (void)sig; up_stop = 1; }
 
+/* Open addressing over the entries of a table: where (pid, key) is, or
+ * `n` (the next free entry, recorded here) when it is not there yet. A
+ * sample costs a hash, not a search of every thread or system call seen. */
+#define UP_INDEX 32768
+static int up_tid_index[UP_INDEX], up_sys_index[UP_INDEX]; /* entry + 1 */
+static int up_tid_is(int i, int pid, unsigned long key)
+{
+    return up_tids[i].pid == pid && up_tids[i].tid == (int)key;
+}
+static int up_sys_is(int i, int pid, unsigned long key)
+{
+    return up_sys[i].pid == pid && (unsigned long)up_sys[i].name == key;
+}
+static int up_index(int *index, unsigned long h, int (*is)(int, int, unsigned long), int pid,
+                    unsigned long key, int n, int cap)
+{
+    for (unsigned long k = 0; k < UP_INDEX; k++) {
+        int *slot = &index[(h + k) & (UP_INDEX - 1)];
+        if (!*slot) {
+            if (n < cap) *slot = n + 1;
+            return n;
+        }
+        if (is(*slot - 1, pid, key)) return *slot - 1;
+    }
+    return n;
+}
+
 static void up_count(int pid, int tid, unsigned long ip, int user)
 {
     up_samples++;
-    int t;
-    for (t = 0; t < up_ntids; t++)
-        if (up_tids[t].tid == tid && up_tids[t].pid == pid) break;
+    int t = up_index(up_tid_index, (unsigned long)pid * 0x9E3779B97F4A7C15ul ^ (unsigned)tid,
+                     up_tid_is, pid, (unsigned long)tid, up_ntids, UP_TIDS);
     if (t == up_ntids && up_ntids < UP_TIDS) {
         up_tids[t].pid = pid;
         up_tids[t].tid = tid;
@@ -452,6 +482,20 @@ static void up_count(int pid, int tid, unsigned long ip, int user)
     up_dropped++;
 }
 
+/* ksym_at for sampled addresses, which repeat: a direct-mapped cache of
+ * the last function found at each. */
+#define UP_KCACHE 65536
+static struct { unsigned long ip; struct ksym *k; } up_kcache[UP_KCACHE];
+static struct ksym *up_ksym(unsigned long ip)
+{
+    unsigned long slot = (ip ^ (ip >> 16)) & (UP_KCACHE - 1);
+    if (up_kcache[slot].ip != ip || !up_kcache[slot].k) {
+        up_kcache[slot].ip = ip;
+        up_kcache[slot].k = ksym_at(up_ksyms, up_nksyms, ip);
+    }
+    return up_kcache[slot].k;
+}
+
 static void up_count_syscall(int pid, const unsigned long *chain, unsigned long nr)
 {
     /* Outside a system call, the outermost frames say how the kernel was
@@ -460,22 +504,22 @@ static void up_count_syscall(int pid, const unsigned long *chain, unsigned long 
     const char *name = "?", *outer = NULL;
     for (unsigned long i = nr; i-- > 0;) {
         if (chain[i] >= (unsigned long)-4095) continue; /* context markers */
-        struct ksym *k = ksym_at(up_ksyms, up_nksyms, chain[i]);
+        struct ksym *k = up_ksym(chain[i]);
         if (!k) continue;
         if (!outer) outer = k->name;
-        if (!strncmp(k->name, "__x64_sys_", 10) || !strncmp(k->name, "__ia32_sys_", 11)) {
+        if (k->kind == 1) {
             outer = NULL;
             name = k->name;
             break;
         }
         /* The dispatcher of kernels with the branch history fix may have
          * the __x64_sys_ wrapper inlined: the frame it calls names it. */
-        if (!strcmp(k->name, "x64_sys_call")) {
+        if (k->kind == 2) {
             outer = NULL;
             name = "(inlined in x64_sys_call)";
             for (unsigned long j = i; j-- > 0;) {
                 if (chain[j] >= (unsigned long)-4095) continue;
-                struct ksym *in = ksym_at(up_ksyms, up_nksyms, chain[j]);
+                struct ksym *in = up_ksym(chain[j]);
                 if (in) name = in->name;
                 break;
             }
@@ -492,29 +536,39 @@ static void up_count_syscall(int pid, const unsigned long *chain, unsigned long 
         buf[0] = 0;
         for (unsigned long i = nr; i-- > 0 && depth < 3;) {
             if (chain[i] >= (unsigned long)-4095) continue;
-            struct ksym *k = ksym_at(up_ksyms, up_nksyms, chain[i]);
+            struct ksym *k = up_ksym(chain[i]);
             if (!k) continue;
             used += snprintf(buf + used, sizeof buf - used, "%s%s", depth ? "<" : "", k->name);
             if (used >= sizeof buf) break;
             depth++;
         }
+        static int index[8192]; /* interned + 1, by the string's hash */
+        unsigned long h = 5381;
+        for (const char *c = buf; *c; c++) h = h * 33 + (unsigned char)*c;
         name = NULL;
-        for (int i = 0; i < ninterned; i++)
-            if (!strcmp(interned[i], buf)) name = interned[i];
-        if (!name && ninterned < 4096) name = interned[ninterned++] = strdup(buf);
+        for (unsigned long n = 0; n < 8192 && !name; n++) {
+            int *slot = &index[(h + n) & 8191];
+            if (!*slot) {
+                if (ninterned < 4096) {
+                    interned[ninterned] = strdup(buf);
+                    *slot = ++ninterned;
+                    name = interned[ninterned - 1];
+                }
+                break;
+            }
+            if (!strcmp(interned[*slot - 1], buf)) name = interned[*slot - 1];
+        }
         if (!name) name = "?";
     }
-    /* Inclusive: every function on the chain, once per sample. */
-    const struct ksym *seen[128];
-    int nseen = 0;
-    for (unsigned long i = 0; i < nr && nseen < 128; i++) {
+    /* Inclusive: every function on the chain, once per sample (a function
+     * repeated in a row, as recursion leaves it, counts once; a repeat
+     * further up the chain is rare enough not to look for). */
+    const struct ksym *prev = NULL;
+    for (unsigned long i = 0; i < nr; i++) {
         if (chain[i] >= (unsigned long)-4095) continue;
-        const struct ksym *k = ksym_at(up_ksyms, up_nksyms, chain[i]);
-        if (!k) continue;
-        int dup = 0;
-        for (int j = 0; j < nseen && !dup; j++) dup = seen[j] == k;
-        if (dup) continue;
-        seen[nseen++] = k;
+        const struct ksym *k = up_ksym(chain[i]);
+        if (!k || k == prev) continue;
+        prev = k;
         unsigned long h = ((unsigned long)k * 0x9E3779B97F4A7C15ul) ^ ((unsigned long)name * 31) ^ (unsigned long)pid;
         for (unsigned long n = 0; n < UP_INCL; n++) {
             struct up_incl *e = &up_incl[(h + n) & (UP_INCL - 1)];
@@ -529,9 +583,8 @@ static void up_count_syscall(int pid, const unsigned long *chain, unsigned long 
             }
         }
     }
-    int i;
-    for (i = 0; i < up_nsys; i++)
-        if (up_sys[i].pid == pid && up_sys[i].name == name) break;
+    int i = up_index(up_sys_index, (unsigned long)name * 0x9E3779B97F4A7C15ul ^ (unsigned)pid,
+                     up_sys_is, pid, (unsigned long)name, up_nsys, UP_SYSCALLS);
     if (i == up_nsys) {
         if (up_nsys == UP_SYSCALLS) return;
         up_sys[i].pid = pid;
