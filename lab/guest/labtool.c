@@ -36,11 +36,13 @@
  *                               Prints "inserted=<n> failed=<n> loaded=<n>"
  *                               (loaded: there before)
  *
- *   labtool uprofile OUT [PERIOD_NS]
+ *   labtool uprofile OUT [PERIOD_NS [callers]]
  *                               samples every CPU (user and kernel mode) every
  *                               PERIOD_NS of CPU time (default 500000) until
  *                               SIGINT or SIGTERM, then writes the counts by
- *                               process, thread and address to OUT (see below)
+ *                               process, thread and address to OUT (see below);
+ *                               with "callers", user-mode samples also by their
+ *                               first frames (for binaries with frame pointers)
  *
  * Symlinks are never followed in walks, so each sysfs object is visited once.
  */
@@ -386,6 +388,8 @@ static int kprofile(void)
  *                                            how the kernel was entered
  *   i PID SAMPLES SYSCALL FUNCTION           kernel mode, each function with
  *                                            what it called, by system call
+ *   c PID SAMPLES IP RET...                  with "callers": a user-mode sample's
+ *                                            address and first return addresses
  *   m PID START END OFFSET PATH              executable mappings of every
  *                                            sampled process (from /proc when
  *                                            still alive, else as announced)
@@ -407,6 +411,34 @@ static size_t up_nksyms;
 struct up_sys { int pid; const char *name; unsigned long count; };
 static struct up_sys up_sys[UP_SYSCALLS];
 static int up_nsys;
+/* With "callers": user-mode samples by their first frames (the address,
+ * then return addresses found by frame pointers), per process. */
+static int up_callers;
+#define UP_CHAINS (1 << 16)
+#define UP_DEPTH 8
+struct up_chain { int pid; unsigned long ip[UP_DEPTH]; unsigned long count; };
+static struct up_chain up_chains[UP_CHAINS];
+static void up_count_chain(int pid, const unsigned long *chain, unsigned long nr)
+{
+    unsigned long ip[UP_DEPTH] = {0};
+    int d = 0;
+    for (unsigned long i = 0; i < nr && d < UP_DEPTH; i++)
+        if (chain[i] < (unsigned long)-4095) ip[d++] = chain[i];
+    unsigned long h = (unsigned long)pid;
+    for (int j = 0; j < UP_DEPTH; j++) h = (h ^ ip[j]) * 0x9E3779B97F4A7C15ul;
+    for (unsigned long n = 0; n < UP_CHAINS; n++) {
+        struct up_chain *c = &up_chains[(h + n) & (UP_CHAINS - 1)];
+        if (!c->count) {
+            c->pid = pid;
+            memcpy(c->ip, ip, sizeof ip);
+        }
+        if (c->pid == pid && !memcmp(c->ip, ip, sizeof ip)) {
+            c->count++;
+            return;
+        }
+    }
+}
+
 /* Kernel-mode samples of each function, callees included, by system call. */
 #define UP_INCL (1 << 17)
 struct up_incl { int pid; const char *name; const struct ksym *fn; unsigned long count; };
@@ -622,6 +654,8 @@ static void up_drain(struct perf_event_mmap_page *mp, long page)
             if (len >= sizeof hdr + 24) memcpy(&nr, rec + sizeof hdr + 16, 8);
             if (pid && !user && up_ksyms && len >= sizeof hdr + 24 + nr * 8)
                 up_count_syscall(pid, (const unsigned long *)(rec + sizeof hdr + 24), nr);
+            if (pid && user && up_callers && len >= sizeof hdr + 24 + nr * 8)
+                up_count_chain(pid, (const unsigned long *)(rec + sizeof hdr + 24), nr);
         } else if (hdr.type == PERF_RECORD_COMM && len > sizeof hdr + 8) {
             unsigned int pid, tid;
             memcpy(&pid, rec + sizeof hdr, 4);
@@ -680,7 +714,7 @@ static int uprofile(const char *out, long period_ns)
         a.config = PERF_COUNT_SW_CPU_CLOCK;
         a.sample_period = period_ns;
         a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_CALLCHAIN;
-        a.exclude_callchain_user = 1;
+        a.exclude_callchain_user = !up_callers;
         a.sample_max_stack = 64;
         a.comm = 1;
         a.mmap = 1;
@@ -733,6 +767,12 @@ static int uprofile(const char *out, long period_ns)
     qsort(up_tab, n, sizeof *up_tab, up_cmp);
     for (int i = 0; i < up_nsys; i++)
         fprintf(f, "y %d %lu %s\n", up_sys[i].pid, up_sys[i].count, up_sys[i].name);
+    for (int i = 0; i < UP_CHAINS; i++) {
+        if (!up_chains[i].count) continue;
+        fprintf(f, "c %d %lu", up_chains[i].pid, up_chains[i].count);
+        for (int j = 0; j < UP_DEPTH; j++) fprintf(f, " %lx", up_chains[i].ip[j]);
+        fputc('\n', f);
+    }
     for (int i = 0; i < UP_INCL; i++)
         if (up_incl[i].count)
             fprintf(f, "i %d %lu %s %s\n", up_incl[i].pid, up_incl[i].count, up_incl[i].name,
@@ -994,8 +1034,10 @@ int main(int argc, char **argv)
         return tree(argc - 2, argv + 2);
     if (argc >= 2 && !strcmp(argv[1], "kprofile"))
         return kprofile();
-    if (argc >= 3 && !strcmp(argv[1], "uprofile"))
+    if (argc >= 3 && !strcmp(argv[1], "uprofile")) {
+        up_callers = argc >= 5 && !strcmp(argv[4], "callers");
         return uprofile(argv[2], argc >= 4 ? atol(argv[3]) : 500000);
+    }
     if (argc >= 4 && !strcmp(argv[1], "waitfile")) {
         /* Polls every 5 ms, cheaper than any shell loop under TCG; prints
          * the CLOCK_MONOTONIC time (as "now" does) when PATH first
@@ -1013,6 +1055,6 @@ int main(int argc, char **argv)
         }
         return 1;
     }
-    fprintf(stderr, "usage: labtool now|hz|clock|cpu|walk read|write DIR [ACTION]|tree PID...|kprofile|uprofile OUT [PERIOD_NS]|waitfile PATH SECONDS|devstat DIR|dump DIR|cat DIR\n");
+    fprintf(stderr, "usage: labtool now|hz|clock|cpu|walk read|write DIR [ACTION]|tree PID...|kprofile|uprofile OUT [PERIOD_NS [callers]]|waitfile PATH SECONDS|devstat DIR|dump DIR|cat DIR\n");
     return 2;
 }
