@@ -927,9 +927,9 @@ impl<'a> State<'a> {
                 let Some(p) = self.bounded(token, path, false, PATH_SIZE) else {
                     return false;
                 };
+                // A `*` directory is looked for in the whole path.
                 let below = !p.starts_with(b"/")
                     && !p.starts_with(b"[")
-                    && !p.is_empty()
                     && !p.starts_with(b"*/")
                     && !p.windows(3).any(|w| w == b"/*/");
                 let found = if below {

@@ -716,21 +716,17 @@ impl Device {
             .map(|fd| fd.as_fd())
     }
 
-    /// The mode of what `rel`, a path below the device's directory, leads
-    /// to (symlinks followed, as stat(2)); `None` when nothing is there.
-    /// Looked up from the open directory, not walked from the root.
+    /// The mode of what `rel`, a path relative to the device's directory,
+    /// leads to (symlinks followed, as stat(2); empty for the directory
+    /// itself); `None` when nothing is there. Looked up from the open
+    /// directory, not walked from the root.
     pub fn stat_below(&self, rel: &[u8]) -> Option<u32> {
-        if rel.is_empty() || rel.starts_with(b"/") || rel.contains(&0) {
-            return fs::metadata(self.syspath().join(OsStr::from_bytes(rel)))
-                .ok()
-                .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()));
-        }
-        let st = rustix::fs::statat(
-            self.dir()?,
-            OsStr::from_bytes(rel),
-            rustix::fs::AtFlags::empty(),
-        )
-        .ok()?;
+        let flags = if rel.is_empty() {
+            rustix::fs::AtFlags::EMPTY_PATH
+        } else {
+            rustix::fs::AtFlags::empty()
+        };
+        let st = rustix::fs::statat(self.dir()?, OsStr::from_bytes(rel), flags).ok()?;
         Some(st.st_mode)
     }
 

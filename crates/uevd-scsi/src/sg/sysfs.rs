@@ -81,10 +81,9 @@
 //! check the residue).
 
 use super::DevNum;
-use std::ffi::{CStr, CString};
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fs::{Mode, OFlags};
 use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// scsi_id's allocation length.
@@ -111,61 +110,23 @@ pub(crate) fn device_dir(root: &Path, dev: DevNum) -> Option<OwnedFd> {
         .join(kind)
         .join(format!("{}:{}", dev.major, dev.minor))
         .join("device");
-    let path = CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: a NUL-terminated path; the descriptor returned is ours.
-    let fd = unsafe {
-        libc::open(
-            path.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: a descriptor just opened and owned by nobody else.
-    let dir = unsafe { OwnedFd::from_raw_fd(fd) };
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let dir = rustix::fs::open(&path, flags, Mode::empty()).ok()?;
     // Only SCSI devices are answered for: the link says which bus.
-    let bus = read_link_at(dir.as_fd(), c"subsystem")?;
-    if bus.rsplit(|&c| c == b'/').next() != Some(b"scsi") {
+    let bus = rustix::fs::readlinkat(&dir, "subsystem", Vec::new()).ok()?;
+    if bus.as_bytes().rsplit(|&c| c == b'/').next() != Some(b"scsi") {
         return None;
     }
     Some(dir)
-}
-
-fn read_link_at(dir: BorrowedFd<'_>, name: &CStr) -> Option<Vec<u8>> {
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: the buffer is writable for its whole length.
-    let n = unsafe {
-        libc::readlinkat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    let n = usize::try_from(n).ok().filter(|&n| n < buf.len())?;
-    buf.truncate(n);
-    Some(buf)
 }
 
 /// A binary attribute's whole content (under 4 KiB; longer is not used).
 /// kernfs hands a binary attribute's content, up to a page, to a single
 /// read (`memory_read_from_buffer()` on the kernel's copy), so a read that
 /// returns less than it asked for has reached the end.
-fn read_attr(dir: BorrowedFd<'_>, name: &CStr) -> Option<Vec<u8>> {
-    // SAFETY: a NUL-terminated name below an open directory.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: a descriptor just opened and owned by nobody else.
-    let mut f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+fn read_attr(dir: BorrowedFd<'_>, name: &str) -> Option<Vec<u8>> {
+    let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
+    let mut f = std::fs::File::from(fd);
     let mut buf = vec![0u8; 4096];
     let n = loop {
         match f.read(&mut buf) {
@@ -189,10 +150,10 @@ impl Cached {
         };
         let dir = dir.as_fd();
         Cached {
-            inquiry: read_attr(dir, c"inquiry"),
-            pg0: read_attr(dir, c"vpd_pg0"),
-            pg80: read_attr(dir, c"vpd_pg80"),
-            pg83: read_attr(dir, c"vpd_pg83"),
+            inquiry: read_attr(dir, "inquiry"),
+            pg0: read_attr(dir, "vpd_pg0"),
+            pg80: read_attr(dir, "vpd_pg80"),
+            pg83: read_attr(dir, "vpd_pg83"),
         }
     }
 
@@ -316,8 +277,8 @@ mod tests {
         // Once open, the files are found from the directory: the way there
         // is not walked again, so its going away changes nothing.
         std::fs::remove_file(r.join("dev/block/8:0")).unwrap();
-        assert_eq!(read_attr(dir.as_fd(), c"vpd_pg83"), Some(pg83));
-        assert!(read_attr(dir.as_fd(), c"vpd_pg0").is_none());
+        assert_eq!(read_attr(dir.as_fd(), "vpd_pg83"), Some(pg83));
+        assert!(read_attr(dir.as_fd(), "vpd_pg0").is_none());
         assert!(Cached::load(r, num).pg80.is_none(), "the link is gone");
         symlink(
             "../../devices/host0/target0:0:0/0:0:0:0/block/sda",
