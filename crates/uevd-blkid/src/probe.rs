@@ -218,7 +218,9 @@ impl<'a> Probe<'a> {
         if len == 0 || len > MAX_READ || off > self.size || len > self.size - off {
             return Ok(None);
         }
-        let mut buf = vec![0u8; len as usize];
+        // Made where it is kept: a Vec turned into an Rc would be copied.
+        let mut shared: Rc<[u8]> = std::iter::repeat_n(0u8, len as usize).collect();
+        let buf = Rc::get_mut(&mut shared).expect("a new Rc has no other owner");
         let mut done = 0;
         while done < buf.len() {
             match self
@@ -231,7 +233,7 @@ impl<'a> Probe<'a> {
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(Some(buf.into()))
+        Ok(Some(shared))
     }
 
     /// A superblock read where the matched magic's KiB block starts.

@@ -6,6 +6,11 @@
 //! announced ranges. Each read is a system call and a page cache lookup in
 //! the kernel, which is what a probe costs on a slow or emulated CPU; read
 //! whole, a range costs one.
+//!
+//! A blank disk's windows hold about 330 KiB. Their buffers are kept by
+//! the thread for its next probe instead of being allocated and zeroed
+//! again: a worker probes one disk after another, and under emulation
+//! filling that much memory with zeros is a measurable part of a probe.
 
 use std::cell::RefCell;
 use std::io;
@@ -15,12 +20,68 @@ struct Window {
     len: u64,
     /// What the device returned for the range (shorter at its end), once
     /// read.
-    data: Option<Box<[u8]>>,
+    data: Option<Vec<u8>>,
 }
 
 #[derive(Default)]
 pub(crate) struct Windows {
     windows: RefCell<Vec<Window>>,
+}
+
+/// Buffers kept for the thread's next probe: at most this many...
+const SPARE_BUFFERS: usize = 4;
+/// ...of at most this many bytes each (a window is rarely over 300 KiB).
+const SPARE_MAX: usize = 1 << 20;
+
+thread_local! {
+    static SPARE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A buffer of `len` bytes. A kept one's bytes are those of an earlier
+/// read (the caller keeps only what it reads into it); only memory it
+/// never had is zeroed.
+fn take_buffer(len: usize) -> Vec<u8> {
+    let mut buf = SPARE
+        .try_with(|spare| {
+            let mut spare = spare.borrow_mut();
+            // The smallest kept buffer that holds `len`, else the largest.
+            let fit = (0..spare.len())
+                .filter(|&i| spare[i].capacity() >= len)
+                .min_by_key(|&i| spare[i].capacity())
+                .or_else(|| (0..spare.len()).max_by_key(|&i| spare[i].capacity()));
+            fit.map(|i| spare.swap_remove(i))
+        })
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    if buf.len() > len {
+        buf.truncate(len);
+    } else {
+        buf.resize(len, 0);
+    }
+    buf
+}
+
+fn keep_buffer(buf: Vec<u8>) {
+    if buf.capacity() == 0 || buf.capacity() > SPARE_MAX {
+        return;
+    }
+    let _ = SPARE.try_with(|spare| {
+        let mut spare = spare.borrow_mut();
+        if spare.len() < SPARE_BUFFERS {
+            spare.push(buf);
+        }
+    });
+}
+
+impl Drop for Windows {
+    fn drop(&mut self) {
+        for w in self.windows.get_mut().drain(..) {
+            if let Some(data) = w.data {
+                keep_buffer(data);
+            }
+        }
+    }
 }
 
 /// Sorted `(offset, length)` ranges, each one that starts at most `gap`
@@ -45,14 +106,20 @@ impl Windows {
     /// Returns the windows as `(offset, length)`.
     pub(crate) fn announce(&self, ranges: &[(u64, u64)], gap: u64) -> Vec<(u64, u64)> {
         let joined = join(ranges.iter().copied(), gap);
-        *self.windows.borrow_mut() = joined
-            .iter()
-            .map(|&(start, len)| Window {
-                start,
-                len,
-                data: None,
-            })
-            .collect();
+        let old = std::mem::replace(
+            &mut *self.windows.borrow_mut(),
+            joined
+                .iter()
+                .map(|&(start, len)| Window {
+                    start,
+                    len,
+                    data: None,
+                })
+                .collect(),
+        );
+        for data in old.into_iter().filter_map(|w| w.data) {
+            keep_buffer(data);
+        }
         joined
     }
 
@@ -75,7 +142,7 @@ impl Windows {
             return read_at(buf, offset);
         };
         if w.data.is_none() {
-            let mut data = vec![0u8; w.len as usize];
+            let mut data = take_buffer(w.len as usize);
             let mut got = 0;
             while got < data.len() {
                 match read_at(&mut data[got..], w.start + got as u64) {
@@ -83,11 +150,15 @@ impl Windows {
                     Ok(n) => got += n,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     // Not kept: the caller's own read gets the error.
-                    Err(_) => return read_at(buf, offset),
+                    Err(_) => {
+                        keep_buffer(data);
+                        return read_at(buf, offset);
+                    }
                 }
             }
+            // What the device did not return is not the window's.
             data.truncate(got);
-            w.data = Some(data.into_boxed_slice());
+            w.data = Some(data);
         }
         let data = w.data.as_deref().unwrap_or_default();
         let from = ((offset - w.start) as usize).min(data.len());
@@ -209,6 +280,51 @@ mod tests {
         fail.set(false);
         assert_eq!(w.read_at(&mut buf, 0, read).unwrap(), 16);
         assert_eq!(buf, [7u8; 16]);
+    }
+
+    fn spare_capacities() -> Vec<usize> {
+        SPARE.with(|s| s.borrow().iter().map(Vec::capacity).collect())
+    }
+
+    #[test]
+    fn a_probes_buffers_serve_the_next_and_keep_nothing_of_it() {
+        SPARE.with(|s| s.borrow_mut().clear());
+        let first = device(64 * 1024);
+        let read = |buf: &mut [u8], off: u64| (&first[..]).read_at_for_test(buf, off);
+        let w = Windows::default();
+        w.announce(&[(0, 16384), (40960, 4096)], 0);
+        let mut buf = vec![0u8; 512];
+        w.read_at(&mut buf, 0, read).unwrap();
+        w.read_at(&mut buf, 40960, read).unwrap();
+        drop(w);
+        let kept = spare_capacities();
+        assert_eq!(kept.len(), 2, "{kept:?}");
+        assert!(kept.iter().any(|&c| c >= 16384), "{kept:?}");
+
+        // The next probe, of a device shorter than its window: it takes the
+        // kept buffer and sees only what this device returned.
+        let short = [0xa5u8; 100];
+        let read = |buf: &mut [u8], off: u64| (&short[..]).read_at_for_test(buf, off);
+        let w = Windows::default();
+        w.announce(&[(0, 16384)], 0);
+        assert_eq!(w.read_at(&mut buf, 0, read).unwrap(), 100);
+        assert_eq!(buf[..100], short[..]);
+        assert_eq!(w.read_at(&mut buf, 200, read).unwrap(), 0);
+        assert_eq!(spare_capacities().len(), 1, "the 16 KiB buffer is in use");
+        // Announcing again hands the read window's buffer back.
+        w.announce(&[(0, 512)], 0);
+        assert_eq!(spare_capacities().len(), 2);
+        drop(w);
+
+        // Buffers too large to keep are let go.
+        SPARE.with(|s| s.borrow_mut().clear());
+        let big = device(2 * SPARE_MAX);
+        let read = |buf: &mut [u8], off: u64| (&big[..]).read_at_for_test(buf, off);
+        let w = Windows::default();
+        w.announce(&[(0, 2 * SPARE_MAX as u64)], 0);
+        w.read_at(&mut buf, 0, read).unwrap();
+        drop(w);
+        assert!(spare_capacities().is_empty());
     }
 
     trait ReadAtForTest {
