@@ -58,20 +58,19 @@ impl ParentCache {
             return;
         }
         let mut known = self.lock();
-        // Everything at or below devpath sorts from devpath up to devpath
-        // followed by '0', the byte after '/'; siblings such as "sda-x"
-        // fall in that range too and are skipped.
-        let mut end = devpath.to_vec();
-        end.push(b'/' + 1);
+        // The keys that start with devpath sort together from devpath on
+        // (so no end key has to be made for the range); among them,
+        // siblings such as "sda-x" are not below it.
         let below = |k: &[u8]| {
             k.len() == devpath.len() || (k.len() > devpath.len() && k[devpath.len()] == b'/')
         };
         let gone: Vec<Box<[u8]>> = known
             .range::<[u8], _>((
                 std::ops::Bound::Included(devpath),
-                std::ops::Bound::Excluded(&end[..]),
+                std::ops::Bound::Unbounded,
             ))
             .map(|(k, _)| k)
+            .take_while(|k| k.starts_with(devpath))
             .filter(|k| below(k))
             .cloned()
             .collect();
@@ -109,6 +108,7 @@ mod tests {
             "/devices/pci0/host0/target0",
             "/devices/pci0/host0-x",
             "/devices/pci0/host00",
+            "/devices/pci0/host0~",
             "/devices/pci0/host1",
         ] {
             cache.insert(dp.as_bytes(), Known::NotADevice);
@@ -125,6 +125,7 @@ mod tests {
                 "/devices/pci0",
                 "/devices/pci0/host0-x",
                 "/devices/pci0/host00",
+                "/devices/pci0/host0~",
                 "/devices/pci0/host1"
             ]
         );
