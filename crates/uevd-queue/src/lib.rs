@@ -30,7 +30,7 @@
 //! given time or when asked ([`DependencyQueue::retry_where`]).
 
 use rustc_hash::FxHashMap;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::Hash;
 use std::time::Instant;
 
@@ -79,7 +79,48 @@ fn prefixes(devpath: &[u8]) -> impl Iterator<Item = &[u8]> {
 /// numbers, hashed with Fx rather than SipHash: they are not chosen by
 /// anyone who could aim collisions at the daemon (a uevent's sender is the
 /// kernel), and each event hashes every prefix of its devpath three times.
-struct IdIndex<K: Hash + Eq>(FxHashMap<K, BTreeSet<EventId>>);
+struct IdIndex<K: Hash + Eq>(FxHashMap<K, Ids>);
+
+/// The unfinished events under one key, oldest first.
+///
+/// An event is entered when it is queued, so ids come in increasing order
+/// and entering one is a push at the back; and events finish about in the
+/// order they came, so most leave from near the front. A sorted deque
+/// does both in constant time where a B-tree set walks and rebalances
+/// nodes, and it is one small allocation for the many keys (most devpaths
+/// and their deeper prefixes) that hold a single event.
+#[derive(Default)]
+struct Ids(VecDeque<EventId>);
+
+impl Ids {
+    fn insert(&mut self, id: EventId) {
+        match self.0.back() {
+            Some(&last) if last >= id => {
+                let at = self.0.partition_point(|&x| x < id);
+                if self.0.get(at) != Some(&id) {
+                    self.0.insert(at, id);
+                }
+            }
+            _ => self.0.push_back(id),
+        }
+    }
+
+    fn remove(&mut self, id: EventId) {
+        if let Ok(at) = self.0.binary_search(&id) {
+            self.0.remove(at);
+        }
+    }
+
+    /// The latest id before `id`.
+    fn latest_before(&self, id: EventId) -> Option<EventId> {
+        let at = self.0.partition_point(|&x| x < id);
+        at.checked_sub(1).map(|i| self.0[i])
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
 
 impl<K: Hash + Eq> Default for IdIndex<K> {
     fn default() -> Self {
@@ -96,11 +137,11 @@ impl<K: Hash + Eq> IdIndex<K> {
         Q: Hash + Eq + ?Sized + ToOwnedKey<K>,
     {
         match self.0.get_mut(key) {
-            Some(set) => {
-                set.insert(id);
-            }
+            Some(ids) => ids.insert(id),
             None => {
-                self.0.insert(key.to_owned_key(), BTreeSet::from([id]));
+                let mut ids = Ids::default();
+                ids.insert(id);
+                self.0.insert(key.to_owned_key(), ids);
             }
         }
     }
@@ -110,9 +151,9 @@ impl<K: Hash + Eq> IdIndex<K> {
         K: std::borrow::Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        if let Some(set) = self.0.get_mut(key) {
-            set.remove(&id);
-            if set.is_empty() {
+        if let Some(ids) = self.0.get_mut(key) {
+            ids.remove(id);
+            if ids.is_empty() {
                 self.0.remove(key);
             }
         }
@@ -124,7 +165,7 @@ impl<K: Hash + Eq> IdIndex<K> {
         K: std::borrow::Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.0.get(key)?.range(..id).next_back().copied()
+        self.0.get(key)?.latest_before(id)
     }
 
     fn is_empty(&self) -> bool {
@@ -584,6 +625,55 @@ mod tests {
 
     fn drain_ready<T>(q: &mut DependencyQueue<T>) -> Vec<EventId> {
         std::iter::from_fn(|| q.next_ready().map(|(id, _)| id)).collect()
+    }
+
+    /// The sorted deque against a B-tree set: the same answers whatever
+    /// the order of entries and removals.
+    #[test]
+    fn ids_answer_as_an_ordered_set_does() {
+        let mut ids = Ids::default();
+        let mut model = BTreeSet::new();
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = 1;
+        for step in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            match x % 8 {
+                // Mostly new ids at the back, as queueing enters them.
+                0..=3 => {
+                    ids.insert(next);
+                    model.insert(next);
+                    next += 1;
+                }
+                // Now and then one out of order, or one already there.
+                4 => {
+                    let id = x % (next + 8);
+                    ids.insert(id);
+                    model.insert(id);
+                }
+                // Removals: the oldest, or anywhere.
+                5 => {
+                    if let Some(&first) = model.first() {
+                        ids.remove(first);
+                        model.remove(&first);
+                    }
+                }
+                _ => {
+                    let id = x % (next + 1);
+                    ids.remove(id);
+                    model.remove(&id);
+                }
+            }
+            let probe = (x >> 20) % (next + 2);
+            assert_eq!(
+                ids.latest_before(probe),
+                model.range(..probe).next_back().copied(),
+                "step {step}, before {probe}"
+            );
+            assert_eq!(ids.is_empty(), model.is_empty());
+        }
+        assert!(ids.0.iter().copied().eq(model.iter().copied()));
     }
 
     #[test]
