@@ -280,7 +280,10 @@ fn parse_line(l: &Logical) -> Result<Vec<RawToken>, SyntaxError> {
         }
         let quote = i;
         i += 1;
-        let mut value = Vec::new();
+        // Sized to the next quote once, not grown byte by byte: the rules
+        // load before the first event, under emulation tens of
+        // milliseconds, and values are most of what is copied.
+        let mut value = Vec::with_capacity(s[i..].iter().position(|&c| c == b'"').unwrap_or(0));
         let body_start = i;
         loop {
             match s.get(i) {
