@@ -3,8 +3,8 @@
 //! turning superblock and partition-table hits into one answer.
 
 use super::Source;
+use rustc_hash::FxHashMap;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::io;
 use std::rc::Rc;
 
@@ -133,8 +133,11 @@ impl PartList {
     }
 }
 
-/// Blocks already read, by offset and length.
-type Cache = HashMap<(u64, u64), Rc<[u8]>>;
+/// Blocks already read, by offset and length. Fx rather than SipHash:
+/// a probe looks blocks up hundreds of times, and the map never holds more
+/// than 64 entries, so a disk crafted to collide its offsets costs at most
+/// a scan of those.
+type Cache = FxHashMap<(u64, u64), Rc<[u8]>>;
 
 pub(crate) struct Probe<'a> {
     src: &'a dyn Source,

@@ -13,7 +13,8 @@
 use crate::announce::announced_properties;
 use crate::job::Job;
 use crate::watch::Watches;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::FxHashMap;
+use std::collections::HashSet;
 use std::os::unix::ffi::OsStrExt;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -61,7 +62,9 @@ pub struct Processor {
     links: Links,
     /// Nodes the rules asked to watch for writes (OPTIONS+="watch").
     pub watches: Option<Watches>,
-    known: Mutex<HashMap<Box<[u8]>, Known>>,
+    /// What was made for each device, by devpath (the kernel's names,
+    /// hashed with Fx: nobody who could aim collisions chooses them).
+    known: Mutex<FxHashMap<Box<[u8]>, Known>>,
     /// Records found on disk at start that no event has claimed yet (left
     /// by an earlier run or the initramfs): only these are worth reading.
     unclaimed: Mutex<HashSet<DeviceId>>,
@@ -267,7 +270,7 @@ impl Processor {
         *self.rules.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(rules);
     }
 
-    fn known(&self) -> std::sync::MutexGuard<'_, HashMap<Box<[u8]>, Known>> {
+    fn known(&self) -> std::sync::MutexGuard<'_, FxHashMap<Box<[u8]>, Known>> {
         self.known.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -283,7 +286,7 @@ impl Processor {
 
     /// Devices processed and not removed, by devpath: what a rescan
     /// compares sysfs with.
-    pub fn known_devices(&self) -> HashMap<Box<[u8]>, Known> {
+    pub fn known_devices(&self) -> FxHashMap<Box<[u8]>, Known> {
         self.known().clone()
     }
 

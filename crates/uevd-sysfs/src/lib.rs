@@ -6,10 +6,10 @@
 //! the event. The sysfs root is a parameter so that tests and scale
 //! benchmarks can point it at a tree of their own.
 
+use rustc_hash::FxHashMap;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
 use std::cell::{OnceCell, RefCell};
-use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io;
@@ -449,8 +449,10 @@ pub fn link_basename(link: &Path) -> Option<Vec<u8>> {
 }
 
 /// Attribute values read so far; `None` for absent attributes. Shared
-/// with other events when the device is a remembered parent.
-type AttrCache = Mutex<HashMap<Box<[u8]>, Option<Arc<[u8]>>>>;
+/// with other events when the device is a remembered parent. The names
+/// are the rules' and the builtins' (a few dozen per device), hashed with
+/// Fx: SipHash's resistance to chosen collisions buys nothing there.
+type AttrCache = Mutex<FxHashMap<Box<[u8]>, Option<Arc<[u8]>>>>;
 
 /// sysfs attributes are small; anything larger is not an attribute (udev
 /// refuses files above 4 MiB the same way).
