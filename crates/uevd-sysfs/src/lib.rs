@@ -219,8 +219,7 @@ impl Sysfs {
             let from = opened.as_ref().map(|fd| fd.as_fd()).or(below);
             let dir = match from {
                 Some(from) => {
-                    let dots = vec![".."; up].join("/");
-                    rustix::fs::openat(from, dots.as_str(), DIR_FLAGS, Mode::empty())
+                    rustix::fs::openat(from, "../".repeat(up).as_str(), DIR_FLAGS, Mode::empty())
                 }
                 None => rustix::fs::open(self.syspath(dp), DIR_FLAGS, Mode::empty()),
             };

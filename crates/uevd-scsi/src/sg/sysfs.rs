@@ -83,7 +83,6 @@
 use super::DevNum;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
-use std::io::Read;
 use std::path::Path;
 
 /// scsi_id's allocation length.
@@ -125,21 +124,20 @@ pub(crate) fn device_dir(root: &Path, dev: DevNum) -> Option<OwnedFd> {
 /// read (`memory_read_from_buffer()` on the kernel's copy), so a read that
 /// returns less than it asked for has reached the end.
 fn read_attr(dir: BorrowedFd<'_>, name: &str) -> Option<Vec<u8>> {
+    const PAGE: usize = 4096;
     let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
-    let mut f = std::fs::File::from(fd);
-    let mut buf = vec![0u8; 4096];
+    // Read into spare capacity: four of these per SCSI disk event, and a
+    // zeroed page each is work the read overwrites.
+    let mut buf = Vec::with_capacity(PAGE);
+    let asked = buf.capacity();
     let n = loop {
-        match f.read(&mut buf) {
+        match rustix::io::read(&fd, rustix::buffer::spare_capacity(&mut buf)) {
             Ok(n) => break n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(rustix::io::Errno::INTR) => {}
             Err(_) => return None,
         }
     };
-    if n == buf.len() {
-        return None;
-    }
-    buf.truncate(n);
-    Some(buf)
+    (n < asked).then_some(buf)
 }
 
 impl Cached {
@@ -279,6 +277,11 @@ mod tests {
         std::fs::remove_file(r.join("dev/block/8:0")).unwrap();
         assert_eq!(read_attr(dir.as_fd(), "vpd_pg83"), Some(pg83));
         assert!(read_attr(dir.as_fd(), "vpd_pg0").is_none());
+        // A whole page may be cut short: not taken as the device's answer.
+        std::fs::write(sdev.join("vpd_pg89"), [0u8; 4096]).unwrap();
+        assert!(read_attr(dir.as_fd(), "vpd_pg89").is_none());
+        std::fs::write(sdev.join("vpd_pg89"), [7u8; 4095]).unwrap();
+        assert_eq!(read_attr(dir.as_fd(), "vpd_pg89"), Some(vec![7u8; 4095]));
         assert!(Cached::load(r, num).pg80.is_none(), "the link is gone");
         symlink(
             "../../devices/host0/target0:0:0/0:0:0:0/block/sda",
