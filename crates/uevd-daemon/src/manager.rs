@@ -21,7 +21,7 @@ use uevd_netlink::{Broadcaster, RateLimit, Received, UeventSocket};
 use uevd_node::DevDir;
 use uevd_queue::{EventKeys, WorkQueue};
 use uevd_sysfs::Sysfs;
-use uevd_timeline::Journal;
+use uevd_timeline::{Journal, Tick};
 use uevd_uevent::Action;
 
 pub(crate) struct Daemon {
@@ -36,7 +36,7 @@ pub(crate) struct Daemon {
     rejected_log: RateLimit,
     rules_config: uevd_rules::Config,
     /// When the rules files were last compared with what is loaded.
-    rules_checked: Instant,
+    rules_checked: Tick,
     drain: Arc<Drain>,
     /// Control requests, read off the main loop.
     inbox: Inbox,
@@ -216,7 +216,7 @@ pub fn run(config: Config) -> io::Result<()> {
         rejected: 0,
         rejected_log: RateLimit::new(10, std::time::Duration::from_secs(1)),
         rules_config,
-        rules_checked: Instant::now(),
+        rules_checked: Tick::now(),
         drain,
         inbox,
         udev_control,
@@ -548,7 +548,7 @@ impl Daemon {
         if self.rules_checked.elapsed() < RULES_CHECK_INTERVAL {
             return;
         }
-        self.rules_checked = Instant::now();
+        self.rules_checked = Tick::now();
         if self.processor.rules().changed() {
             log::info!("rules files changed; reloading");
             self.reload();
@@ -568,7 +568,7 @@ impl Daemon {
             rules.line_count()
         );
         self.processor.set_rules(rules);
-        self.rules_checked = Instant::now();
+        self.rules_checked = Tick::now();
         crate::notify::ready();
         summary
     }

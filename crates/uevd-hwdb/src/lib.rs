@@ -25,7 +25,8 @@ use std::fmt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use uevd_timeline::Tick;
 
 /// Where databases are looked for.
 #[derive(Clone, Debug)]
@@ -255,7 +256,7 @@ pub struct Shared {
     /// How long an answer from the file system is trusted: udevd checks
     /// every few seconds, not per event.
     interval: Duration,
-    state: Mutex<Option<(Arc<Database>, Instant)>>,
+    state: Mutex<Option<(Arc<Database>, Tick)>>,
 }
 
 impl Shared {
@@ -278,14 +279,14 @@ impl Shared {
             if checked.elapsed() < self.interval {
                 return Ok(db.clone());
             }
-            *checked = Instant::now();
+            *checked = Tick::now();
             if db.is_current(&self.config) {
                 return Ok(db.clone());
             }
         }
         *state = None;
         let db = Arc::new(Database::load(&self.config)?);
-        *state = Some((db.clone(), Instant::now()));
+        *state = Some((db.clone(), Tick::now()));
         Ok(db)
     }
 }

@@ -341,7 +341,8 @@ mod config {
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::MetadataExt;
     use std::sync::{Arc, Mutex};
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
+    use uevd_timeline::Tick;
 
     pub(super) const RECHECK: Duration = Duration::from_secs(3);
 
@@ -351,7 +352,7 @@ mod config {
     struct Entry {
         stamp: Stamp,
         text: Option<Arc<Vec<u8>>>,
-        checked: Instant,
+        checked: Tick,
     }
 
     static FILES: Mutex<BTreeMap<Vec<u8>, Entry>> = Mutex::new(BTreeMap::new());
@@ -375,10 +376,10 @@ mod config {
     /// The file's content, None when it does not exist; errors are not
     /// kept.
     pub(super) fn text(path: &[u8]) -> std::io::Result<Option<Arc<Vec<u8>>>> {
-        let now = Instant::now();
+        let now = Tick::now();
         let mut files = FILES.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(e) = files.get_mut(path) {
-            if now.duration_since(e.checked) < RECHECK {
+            if now.since(e.checked) < RECHECK {
                 return Ok(e.text.clone());
             }
         }

@@ -52,6 +52,32 @@ pub fn monotonic_usec() -> u64 {
     t.tv_sec as u64 * 1_000_000 + t.tv_nsec as u64 / 1000
 }
 
+/// A coarse monotonic time: CLOCK_MONOTONIC_COARSE, the time of the
+/// kernel's last tick (at most a tick, 1-10 ms, behind). It is the clock
+/// for "is it time to look again?", asked once per event or more: the
+/// vDSO serves it from memory on every clock source, where
+/// CLOCK_MONOTONIC (`Instant`) is a system call and a device read on a
+/// clock source without a vDSO (the HPET of an emulated machine).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Tick(Duration);
+
+impl Tick {
+    pub fn now() -> Tick {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
+        Tick(Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
+    }
+
+    /// How long ago this was (zero for a time not yet come).
+    pub fn elapsed(self) -> Duration {
+        Tick::now().0.saturating_sub(self.0)
+    }
+
+    /// How long after `earlier` this was (zero if it was not after).
+    pub fn since(self, earlier: Tick) -> Duration {
+        self.0.saturating_sub(earlier.0)
+    }
+}
+
 /// One timed step of an event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Step {
@@ -511,6 +537,22 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tick_follows_the_monotonic_clock_within_a_tick() {
+        let (tick, instant) = (Tick::now(), std::time::Instant::now());
+        std::thread::sleep(Duration::from_millis(60));
+        let (after, elapsed) = (Tick::now(), instant.elapsed());
+        assert!(after >= tick);
+        assert_eq!(after.since(tick), after.0 - tick.0);
+        assert_eq!(tick.since(after), Duration::ZERO, "never negative");
+        // Either reading may be up to one tick (at most 10 ms) late.
+        let slack = Duration::from_millis(20);
+        let ticked = after.since(tick);
+        assert!(ticked + slack >= Duration::from_millis(60), "{ticked:?}");
+        assert!(ticked <= elapsed + slack, "{ticked:?} against {elapsed:?}");
+        assert!(tick.elapsed() >= ticked);
+    }
 
     #[test]
     fn writes_a_versioned_header_and_escaped_records_that_read_back() {
