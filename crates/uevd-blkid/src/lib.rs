@@ -108,6 +108,10 @@ pub struct FileSource {
     /// (bytes): the device's readahead, at most [`JOIN_MAX`].
     join: u64,
     windows: windows::Windows,
+    /// The ranges the kernel was last asked to read ahead: a probe that
+    /// announces the same ones (after [`FileSource::read_ahead`]) does
+    /// not ask again.
+    advised: std::cell::RefCell<Vec<(u64, u64)>>,
 }
 
 /// The widest gap read through to save a command: half the kernel's
@@ -177,7 +181,18 @@ impl FileSource {
             block,
             join,
             windows: Default::default(),
+            advised: Default::default(),
         })
+    }
+
+    /// Asks the kernel to start reading, without waiting, everything a
+    /// probe of the whole device will read, so that the device's latency
+    /// passes while the caller does other work. A CD-ROM is left alone:
+    /// without a disc its reads fail slowly, and its probe decides.
+    pub fn read_ahead(&self) {
+        if !self.cdrom {
+            self.prefetch(&probe_ranges(0, self.size));
+        }
     }
 
     pub fn is_block_device(&self) -> bool {
@@ -229,7 +244,7 @@ impl Source for FileSource {
     fn prefetch(&self, ranges: &[(u64, u64)]) {
         use std::os::unix::io::AsRawFd;
         let windows = self.windows.announce(ranges, self.join);
-        if !self.block {
+        if !self.block || *self.advised.borrow() == windows {
             return;
         }
         for &(offset, len) in &windows {
@@ -247,6 +262,7 @@ impl Source for FileSource {
                 );
             }
         }
+        *self.advised.borrow_mut() = windows;
     }
 }
 

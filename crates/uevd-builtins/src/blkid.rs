@@ -5,11 +5,17 @@
 //! The builtin opens `/dev/DEVNAME` (and, for a partition, its disk's
 //! node, to read the table); an event property `UEVD_DEV_ROOT` moves `/dev`
 //! elsewhere, so that tests can point it at image files.
+//!
+//! A manager may start the probe's reads before the rules ask for it
+//! ([`read_ahead`]): the builtin then probes through the node opened
+//! then, whose reads are done or under way.
 
 pub use uevd_blkid::*;
 
 use crate::{set, Builtin, Call, Failure, Properties};
+use std::cell::RefCell;
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -196,6 +202,79 @@ fn node(root: &Path, devname: &[u8]) -> PathBuf {
     root.join(std::ffi::OsStr::from_bytes(devname))
 }
 
+/// A node whose probe may come on this thread: the node's path, the
+/// source opened ahead (if reads were started), and whether the builtin
+/// has opened the path since.
+struct Ahead {
+    path: PathBuf,
+    source: Option<FileSource>,
+    started: bool,
+    opened: bool,
+}
+
+thread_local! {
+    static AHEAD: RefCell<Option<Ahead>> = const { RefCell::new(None) };
+}
+
+/// Readies the probe of the block device node at `path` before the rules
+/// run, on the thread that will run them. With `start`, the kernel is
+/// asked now to read everything the probe will read (`node`, when given,
+/// is the node open already, as for a lock, else `path` is opened), and
+/// the builtin probes through that source: its reads are done by then,
+/// or under way, while the device's latency passed in other work (the
+/// event's other rules, a SCSI INQUIRY). Without `start` nothing is read;
+/// [`end_read_ahead`] then only says whether the rules probed the node.
+/// What was readied ends with [`end_read_ahead`].
+pub fn read_ahead(path: &Path, node: Option<BorrowedFd<'_>>, start: bool) {
+    let source = start.then(|| open_ahead(path, node)).flatten();
+    if let Some(src) = &source {
+        src.read_ahead();
+    }
+    AHEAD.with(|a| {
+        *a.borrow_mut() = Some(Ahead {
+            path: path.to_path_buf(),
+            source,
+            started: start,
+            opened: false,
+        })
+    });
+}
+
+fn open_ahead(path: &Path, node: Option<BorrowedFd<'_>>) -> Option<FileSource> {
+    let src = match node {
+        Some(fd) => FileSource::from_file(std::fs::File::from(fd.try_clone_to_owned().ok()?)),
+        None => FileSource::open(path),
+    };
+    src.ok().filter(FileSource::is_block_device)
+}
+
+/// What is readied on this thread: nothing, or whether the reads were
+/// asked to start.
+pub fn readied() -> Option<bool> {
+    AHEAD.with(|a| a.borrow().as_ref().map(|a| a.started))
+}
+
+/// Ends what [`read_ahead`] readied: whether the builtin opened the node
+/// since. A source it did not take is closed.
+pub fn end_read_ahead() -> bool {
+    AHEAD.with(|a| a.borrow_mut().take().is_some_and(|a| a.opened))
+}
+
+/// The node at `path`: the source opened ahead for it, else opened now.
+fn open_node(path: &Path) -> io::Result<FileSource> {
+    let ahead = AHEAD.with(|a| match a.borrow_mut().as_mut() {
+        Some(a) if a.path == path => {
+            a.opened = true;
+            a.source.take()
+        }
+        _ => None,
+    });
+    match ahead {
+        Some(src) => Ok(src),
+        None => FileSource::open(path),
+    }
+}
+
 fn read_u64_attr(dev: &uevd_sysfs::Device, name: &str) -> Option<u64> {
     let v = dev.sysattr(name.as_bytes())?;
     std::str::from_utf8(&v).ok()?.trim().parse().ok()
@@ -221,7 +300,7 @@ impl Builtin for Blkid {
         };
         let root = dev_root(call);
         let path = node(&root, devname);
-        let src = match FileSource::open(&path) {
+        let src = match open_node(&path) {
             Ok(s) => s,
             // A device that went away while its event was queued.
             Err(e) if device_absent(&e) => return Ok(()),

@@ -1075,3 +1075,84 @@ fn builtin_finds_nodes_under_uevd_dev_root() {
     );
     assert_eq!(value(&props_pairs(&props), "ID_FS_LABEL"), Some("inner"));
 }
+
+#[test]
+fn a_probe_readied_ahead_reads_through_the_node_opened_then() {
+    if !loop_ready("read ahead") {
+        return;
+    }
+    let d = tmp();
+    let img = image(d.path(), "ahead.img", 16 << 20);
+    run(
+        "mke2fs",
+        &["-q", "-F", "-t", "ext4", "-L", "ahead", s(&img)],
+    );
+    let Some(lo) = Loop::attach(&img) else {
+        return;
+    };
+    // The loop device's node again, in a device directory of the test's
+    // own, where it can be removed.
+    use std::os::unix::fs::MetadataExt;
+    let rdev = std::fs::metadata(&lo.dev).unwrap().rdev();
+    let (major, minor) = (libc::major(rdev), libc::minor(rdev));
+    let root = tmp();
+    let node = root.path().join("ahead0");
+    let make_node = || {
+        let c = std::ffi::CString::new(node.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid path; mknod has no other preconditions.
+        assert_eq!(
+            unsafe { libc::mknod(c.as_ptr(), libc::S_IFBLK | 0o600, rdev) },
+            0
+        );
+    };
+    let mut tree = common::Tree::new();
+    let devpath = "/devices/virtual/block/ahead0";
+    tree.dev(
+        devpath,
+        "block",
+        &format!("MAJOR={major}\nMINOR={minor}\nDEVNAME=ahead0\nDEVTYPE=disk\n"),
+    );
+    let dev = tree.device(devpath);
+    let mut env = Props::default();
+    env.0.insert(
+        b"UEVD_DEV_ROOT".to_vec(),
+        root.path().as_os_str().as_encoded_bytes().to_vec(),
+    );
+    let label = |props: &Properties| value(&props_pairs(props), "ID_FS_LABEL").map(String::from);
+
+    // Readied with its reads started, the node then removed: the builtin
+    // probes through the node opened ahead.
+    make_node();
+    blkid::read_ahead(&node, None, true);
+    std::fs::remove_file(&node).unwrap();
+    let props = common::run_env("blkid", &dev, &env).unwrap();
+    assert_eq!(label(&props).as_deref(), Some("ahead"));
+    assert!(blkid::end_read_ahead(), "the rules probed the node");
+    // Once ended, a probe opens the node itself: gone, nothing is found.
+    assert_eq!(
+        common::run_env("blkid", &dev, &env).unwrap(),
+        Properties::new()
+    );
+
+    // Readied without reads: nothing is opened ahead, and the end says
+    // whether a probe came.
+    make_node();
+    blkid::read_ahead(&node, None, false);
+    assert!(!blkid::end_read_ahead(), "no probe came");
+    blkid::read_ahead(&node, None, false);
+    std::fs::remove_file(&node).unwrap();
+    assert_eq!(
+        common::run_env("blkid", &dev, &env).unwrap(),
+        Properties::new()
+    );
+    assert!(blkid::end_read_ahead(), "a probe came");
+
+    // A node open already (as a lock opens it) is used as it is.
+    make_node();
+    let held = std::fs::File::open(&node).unwrap();
+    std::fs::remove_file(&node).unwrap();
+    blkid::read_ahead(&node, Some(std::os::fd::AsFd::as_fd(&held)), true);
+    let props = common::run_env("blkid", &dev, &env).unwrap();
+    assert_eq!(label(&props).as_deref(), Some("ahead"));
+    assert!(blkid::end_read_ahead());
+}

@@ -26,6 +26,7 @@ mod modules;
 pub mod notify;
 mod partitions;
 pub mod pipeline;
+mod probe_ahead;
 mod reconcile;
 mod rootdev;
 mod rules;

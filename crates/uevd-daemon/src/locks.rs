@@ -24,7 +24,8 @@
 
 use crate::job::Job;
 use crate::pipeline::Processor;
-use rustix::fd::OwnedFd;
+use crate::probe_ahead::ProbeAhead;
+use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{flock, inotify, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 use std::collections::HashMap;
@@ -47,6 +48,8 @@ pub(crate) struct DiskLocks {
     /// Watches for a close of a locked disk's node.
     inotify: Option<OwnedFd>,
     watched: Mutex<HashMap<i32, Box<[u8]>>>,
+    /// A disk's probe, started when its event starts.
+    probe_ahead: ProbeAhead,
 }
 
 /// What trying to lock an event's whole disk gave.
@@ -54,7 +57,7 @@ enum Lock {
     /// Not a disk or partition event, or no node to lock.
     NotNeeded,
     /// Held (shared) until dropped.
-    Held(#[allow(dead_code)] Arc<OwnedFd>),
+    Held(Arc<OwnedFd>),
     /// Someone else holds it: the whole disk's node name.
     Busy(Box<[u8]>),
 }
@@ -75,6 +78,7 @@ impl DiskLocks {
             locked: Mutex::new(HashMap::new()),
             inotify,
             watched: Mutex::new(HashMap::new()),
+            probe_ahead: ProbeAhead::default(),
         });
         if locks.inotify.is_some() {
             let (l, q) = (locks.clone(), queue.clone());
@@ -130,7 +134,15 @@ impl DiskLocks {
                 Outcome::Done
             }
             held => {
+                // Only under uevd's lock: no tool is writing the disk, and
+                // device-mapper, md and DRBD devices (which may be
+                // suspended) are not read ahead.
+                let ahead = match &held {
+                    Lock::Held(fd) => self.probe_ahead.begin(&job.event, &self.dev, fd.as_fd()),
+                    _ => None,
+                };
                 p.process(worker, id, job);
+                self.probe_ahead.end(ahead);
                 drop(held);
                 Outcome::Done
             }
