@@ -137,12 +137,12 @@ impl DiskLocks {
                 // Only under uevd's lock: no tool is writing the disk, and
                 // device-mapper, md and DRBD devices (which may be
                 // suspended) are not read ahead.
-                let ahead = match &held {
+                let readied = match &held {
                     Lock::Held(fd) => self.probe_ahead.begin(&job.event, &self.dev, fd.as_fd()),
                     _ => None,
                 };
                 p.process(worker, id, job);
-                self.probe_ahead.end(ahead);
+                drop(readied);
                 drop(held);
                 Outcome::Done
             }

@@ -37,11 +37,28 @@ pub(crate) struct ProbeAhead {
     probed: Mutex<FxHashMap<Kind, bool>>,
 }
 
+/// A probe readied for one event. Dropped when the event is done (or its
+/// processing panicked), it learns whether the rules probed the node and
+/// closes the node if the builtin did not take it: before the event's
+/// lock goes, since a node opened from the lock's descriptor shares its
+/// lock.
+pub(crate) struct Readied<'a> {
+    ahead: &'a ProbeAhead,
+    kind: Kind,
+}
+
+impl Drop for Readied<'_> {
+    fn drop(&mut self) {
+        let probed = uevd_builtins::blkid::end_read_ahead();
+        self.ahead.table().insert(self.kind, probed);
+    }
+}
+
 impl ProbeAhead {
-    /// Readies the probe of the event's node on this thread; `disk` is
-    /// the event's whole disk, open (and locked). Returns what
-    /// [`ProbeAhead::end`] needs.
-    pub fn begin(&self, ev: &Uevent, dev: &Path, disk: BorrowedFd<'_>) -> Option<Kind> {
+    /// Readies the probe of the event's node on this thread, until what
+    /// it returns is dropped; `disk` is the event's whole disk, open (and
+    /// locked).
+    pub fn begin(&self, ev: &Uevent, dev: &Path, disk: BorrowedFd<'_>) -> Option<Readied<'_>> {
         if !matches!(ev.action(), Action::Add | Action::Change) || ev.subsystem() != Some(b"block")
         {
             return None;
@@ -56,15 +73,7 @@ impl ProbeAhead {
         let start = self.table().get(&kind).copied().unwrap_or(false);
         let node = (!partition).then_some(disk);
         uevd_builtins::blkid::read_ahead(&path, node, start);
-        Some(kind)
-    }
-
-    /// After the event's rules: learns whether they probed its node.
-    pub fn end(&self, kind: Option<Kind>) {
-        if let Some(kind) = kind {
-            let probed = uevd_builtins::blkid::end_read_ahead();
-            self.table().insert(kind, probed);
-        }
+        Some(Readied { ahead: self, kind })
     }
 
     fn table(&self) -> std::sync::MutexGuard<'_, FxHashMap<Kind, bool>> {
@@ -131,10 +140,10 @@ mod tests {
         let disk = std::os::fd::AsFd::as_fd(&lock);
         let ahead = ProbeAhead::default();
         let run = |ev: &Uevent, probe: bool| {
-            let kind = ahead.begin(ev, dev, disk);
+            let event = ahead.begin(ev, dev, disk);
             let started = readied();
             rules(ev, dev, probe);
-            ahead.end(kind);
+            drop(event);
             assert_eq!(readied(), None, "ended");
             started
         };
@@ -158,5 +167,14 @@ mod tests {
         // Neither a remove, nor a device that is no disk or partition.
         assert_eq!(run(&event("remove", "sda", "disk", 8), true), None);
         assert_eq!(run(&event_of("scsi", "add", "sda", "disk", 8), false), None);
+        // An event whose processing panics ends its probe all the same: no
+        // node opened for it is left for a later event's builtin.
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _event = ahead.begin(&event("add", "sdb", "disk", 8), dev, disk);
+            assert_eq!(readied(), Some(true));
+            panic!("in the rules");
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(readied(), None);
     }
 }
