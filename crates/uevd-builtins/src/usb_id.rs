@@ -8,7 +8,6 @@
 use crate::scan::{atoi, atou, sscanf};
 use crate::text::{c_str, encode_devnode_name, sanitize, Bounded};
 use crate::{attr, set, Builtin, Call, Failure, Properties};
-use std::io::Read;
 use uevd_sysfs::Device;
 
 pub struct UsbId;
@@ -66,11 +65,16 @@ fn scsi_type(t: &[u8]) -> &'static str {
 /// (sysfs hands out one page per read), a list cut short where the data
 /// turns out to be corrupt, and nothing if the file is short.
 fn interfaces(usb: &Device) -> Vec<u8> {
-    let mut buf = vec![0u8; 18 + 65535];
-    let size = match std::fs::File::open(usb.syspath().join("descriptors")) {
-        Ok(mut f) => f.read(&mut buf).unwrap_or(0),
-        Err(_) => 0,
-    };
+    // Read into spare capacity: the kernel fills what it has (a few
+    // hundred bytes for most devices), and zeroing 64 KiB first for each
+    // USB device's events would be work the read does not need.
+    let mut buf = Vec::with_capacity(18 + 65535);
+    if let Ok(f) = std::fs::File::open(usb.syspath().join("descriptors")) {
+        while let Err(rustix::io::Errno::INTR) =
+            rustix::io::read(&f, rustix::buffer::spare_capacity(&mut buf))
+        {}
+    }
+    let size = buf.len();
     if size < 18 {
         return Vec::new();
     }
