@@ -225,14 +225,14 @@ thread_local! {
 /// event's other rules, a SCSI INQUIRY). Without `start` nothing is read;
 /// [`end_read_ahead`] then only says whether the rules probed the node.
 /// What was readied ends with [`end_read_ahead`].
-pub fn read_ahead(path: &Path, node: Option<BorrowedFd<'_>>, start: bool) {
-    let source = start.then(|| open_ahead(path, node)).flatten();
+pub fn read_ahead(path: PathBuf, node: Option<BorrowedFd<'_>>, start: bool) {
+    let source = start.then(|| open_ahead(&path, node)).flatten();
     if let Some(src) = &source {
         src.read_ahead();
     }
     AHEAD.with(|a| {
         *a.borrow_mut() = Some(Ahead {
-            path: path.to_path_buf(),
+            path,
             source,
             started: start,
             opened: false,

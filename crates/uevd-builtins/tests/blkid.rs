@@ -1123,7 +1123,7 @@ fn a_probe_readied_ahead_reads_through_the_node_opened_then() {
     // Readied with its reads started, the node then removed: the builtin
     // probes through the node opened ahead.
     make_node();
-    blkid::read_ahead(&node, None, true);
+    blkid::read_ahead(node.clone(), None, true);
     std::fs::remove_file(&node).unwrap();
     let props = common::run_env("blkid", &dev, &env).unwrap();
     assert_eq!(label(&props).as_deref(), Some("ahead"));
@@ -1137,9 +1137,9 @@ fn a_probe_readied_ahead_reads_through_the_node_opened_then() {
     // Readied without reads: nothing is opened ahead, and the end says
     // whether a probe came.
     make_node();
-    blkid::read_ahead(&node, None, false);
+    blkid::read_ahead(node.clone(), None, false);
     assert!(!blkid::end_read_ahead(), "no probe came");
-    blkid::read_ahead(&node, None, false);
+    blkid::read_ahead(node.clone(), None, false);
     std::fs::remove_file(&node).unwrap();
     assert_eq!(
         common::run_env("blkid", &dev, &env).unwrap(),
@@ -1151,7 +1151,7 @@ fn a_probe_readied_ahead_reads_through_the_node_opened_then() {
     make_node();
     let held = std::fs::File::open(&node).unwrap();
     std::fs::remove_file(&node).unwrap();
-    blkid::read_ahead(&node, Some(std::os::fd::AsFd::as_fd(&held)), true);
+    blkid::read_ahead(node.clone(), Some(std::os::fd::AsFd::as_fd(&held)), true);
     let props = common::run_env("blkid", &dev, &env).unwrap();
     assert_eq!(label(&props).as_deref(), Some("ahead"));
     assert!(blkid::end_read_ahead());

@@ -72,7 +72,7 @@ impl ProbeAhead {
         let path = dev.join(std::ffi::OsStr::from_bytes(ev.devname()?));
         let start = self.table().get(&kind).copied().unwrap_or(false);
         let node = (!partition).then_some(disk);
-        uevd_builtins::blkid::read_ahead(&path, node, start);
+        uevd_builtins::blkid::read_ahead(path, node, start);
         Some(Readied { ahead: self, kind })
     }
 
