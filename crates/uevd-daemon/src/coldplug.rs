@@ -8,7 +8,7 @@ use crate::manager::Daemon;
 use crate::pipeline::Known;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
-use uevd_sysfs::{walk_devices, walk_subsystems, Sysfs};
+use uevd_sysfs::{walk_devices, walk_devices_remembering, walk_subsystems, Sysfs};
 use uevd_uevent::{Action, Uevent};
 
 /// Events handed to the queue at once while walking sysfs.
@@ -136,10 +136,10 @@ impl Daemon {
             batch.push((job.keys(self.root.as_ref()), job));
             queued += 1;
             if batch.len() == CHUNK {
-                self.submit_asked_ahead(std::mem::replace(&mut batch, Vec::with_capacity(CHUNK)));
+                self.submit_read(std::mem::replace(&mut batch, Vec::with_capacity(CHUNK)));
             }
         });
-        self.submit_asked_ahead(batch);
+        self.submit_read(batch);
         queued
     }
 
@@ -164,7 +164,7 @@ impl Daemon {
                 Err(e) => log::debug!("{}: {e}", String::from_utf8_lossy(devpath)),
             }
         };
-        if let Err(e) = walk_devices(&self.sysfs, |v| read(v.devpath, v.dir)) {
+        if let Err(e) = walk_devices_remembering(&self.sysfs, |v| read(v.devpath, v.dir)) {
             log::warn!("walking devices: {e}");
         }
         if let Err(e) = walk_subsystems(&self.sysfs, |v| read(v.devpath, v.dir)) {

@@ -584,18 +584,25 @@ impl Daemon {
     }
 
     /// [`Daemon::submit`] for events whose drivers were asked for ahead
-    /// already (as the coldplug read them).
-    pub(crate) fn submit_asked_ahead(&self, mut batch: Vec<(EventKeys, Job)>) {
-        crate::job::stamp_arrival(
-            self.processor.journal.enabled(),
-            batch.iter_mut().map(|(_, j)| j),
-        );
+    /// already.
+    pub(crate) fn submit_asked_ahead(&self, batch: Vec<(EventKeys, Job)>) {
         for (_, job) in &batch {
             self.sysfs.event_seen(&job.event);
             if let Some(old) = job.event.devpath_old() {
                 self.sysfs.forget(old);
             }
         }
+        self.submit_read(batch);
+    }
+
+    /// Queues the `add`s the coldplug read from sysfs, drivers asked for
+    /// ahead. A read is no news of a change: what is remembered of their
+    /// devices, read by the same walk or since, stays.
+    pub(crate) fn submit_read(&self, mut batch: Vec<(EventKeys, Job)>) {
+        crate::job::stamp_arrival(
+            self.processor.journal.enabled(),
+            batch.iter_mut().map(|(_, j)| j),
+        );
         self.queue.submit(batch);
     }
 

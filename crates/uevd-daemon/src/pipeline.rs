@@ -241,11 +241,11 @@ impl Processor {
     }
 
     /// The event with the global properties in it (they win over the
-    /// kernel's of the same name, as in udevd).
-    fn with_globals(&self, event: Uevent) -> Uevent {
+    /// kernel's of the same name, as in udevd), and whether there were any.
+    fn with_globals(&self, event: Uevent) -> (Uevent, bool) {
         let g = self.globals.read().unwrap_or_else(|p| p.into_inner());
         if g.is_empty() {
-            return event;
+            return (event, false);
         }
         let mut buf = Vec::new();
         let mut push = |k: &[u8], v: &[u8]| {
@@ -262,7 +262,7 @@ impl Processor {
         for (k, v) in g.iter() {
             push(k, v);
         }
-        Uevent::parse_properties(&buf).unwrap_or(event)
+        (Uevent::parse_properties(&buf).unwrap_or(event), true)
     }
 
     /// Puts new rules in force for the events that start from now on.
@@ -298,17 +298,21 @@ impl Processor {
         // kernel told it, without the global properties.
         let bound =
             matches!(job.event.action(), Action::Bind | Action::Unbind).then(|| job.event.clone());
-        let device = Rc::new(Device::from_event(
-            &self.sysfs,
-            self.with_globals(job.event),
-        ));
+        let (event, globals) = self.with_globals(job.event);
+        let device = Rc::new(Device::from_event(&self.sysfs, event));
         let result = match device.event().action() {
             Action::Remove => self.remove(&device, &mut clock),
             _ => self.update(&device, &mut clock),
         };
-        // Its rules may have written attributes that children read.
-        self.sysfs
-            .event_seen(bound.as_ref().unwrap_or_else(|| device.event()));
+        // Its rules may have written attributes that children read; an
+        // add is remembered as its event says, for the children next,
+        // unless the event also holds global properties (which a parent
+        // read from sysfs would not).
+        match &bound {
+            Some(bound) => self.sysfs.event_seen(bound),
+            None if globals => self.sysfs.event_seen(device.event()),
+            None => self.sysfs.event_processed(device.event()),
+        }
         if device.event().action() == Action::Add {
             crate::modules::event_done(device.devpath());
         }
@@ -793,6 +797,37 @@ mod globals_tests {
     use super::*;
 
     #[test]
+    fn a_device_added_is_remembered_for_its_children_unless_globals_joined_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        for d in ["sys/class/scsi", "dev", "run/udev"] {
+            std::fs::create_dir_all(tmp.path().join(d)).unwrap();
+        }
+        let devpath = "/devices/pci0/host0";
+        let dir = tmp.path().join("sys").join(&devpath[1..]);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("uevent"), "DEVTYPE=scsi_host\n").unwrap();
+        std::os::unix::fs::symlink("../../class/scsi", dir.join("subsystem")).unwrap();
+        let p = Processor::new(
+            Sysfs::new(tmp.path().join("sys")).with_parent_cache(),
+            DevDir::open(tmp.path().join("dev")).unwrap(),
+            Database::open(tmp.path().join("run/udev")).unwrap(),
+            None,
+            Journal::disabled(),
+            Rules::empty(),
+        );
+        let add = || {
+            let ev = p.sysfs.read_event(Action::Add, devpath.as_bytes()).unwrap();
+            p.process(0, 1, Job::new(ev, crate::job::Source::Kernel));
+        };
+        let remembered = || p.sysfs.parent_cache().unwrap().len();
+        add();
+        assert_eq!(remembered(), 1);
+        p.set_global(b"FOO", b"mine");
+        add();
+        assert_eq!(remembered(), 0, "a parent read from sysfs has no FOO");
+    }
+
+    #[test]
     fn global_properties_join_every_event_and_win_over_the_kernels() {
         let tmp = tempfile::tempdir().unwrap();
         for d in ["sys", "dev", "run/udev"] {
@@ -810,19 +845,19 @@ mod globals_tests {
             Uevent::parse_properties(b"ACTION=add\0DEVPATH=/devices/x\0SUBSYSTEM=net\0FOO=kernel\0")
                 .unwrap()
         };
-        assert_eq!(p.with_globals(ev()).get(b"FOO"), Some(&b"kernel"[..]));
+        assert_eq!(p.with_globals(ev()).0.get(b"FOO"), Some(&b"kernel"[..]));
         p.set_global(b"FOO", b"mine");
         p.set_global(b"BAR", b"a b");
-        let e = p.with_globals(ev());
+        let e = p.with_globals(ev()).0;
         assert_eq!(e.get(b"FOO"), Some(&b"mine"[..]));
         assert_eq!(e.get(b"BAR"), Some(&b"a b"[..]));
         assert_eq!(e.devpath(), b"/devices/x");
         p.set_global(b"FOO", b"");
-        let e = p.with_globals(ev());
+        let e = p.with_globals(ev()).0;
         assert_eq!(e.get(b"FOO"), Some(&b"kernel"[..]));
         assert_eq!(e.get(b"BAR"), Some(&b"a b"[..]));
         assert!(p.clear_globals());
-        assert_eq!(p.with_globals(ev()).get(b"BAR"), None);
+        assert_eq!(p.with_globals(ev()).0.get(b"BAR"), None);
         assert!(!p.clear_globals());
     }
 }

@@ -31,7 +31,10 @@ pub use names::{
 use parents::Known;
 pub use parents::ParentCache;
 pub use trigger::{request_all, request_uevent, uevent_request};
-pub use walk::{attribute_names, subsystem_devpaths, walk_devices, walk_subsystems, Visit};
+pub use walk::{
+    attribute_names, subsystem_devpaths, walk_devices, walk_devices_remembering, walk_subsystems,
+    Visit,
+};
 
 /// A sysfs mount, usually `/sys`.
 #[derive(Clone)]
@@ -113,6 +116,30 @@ impl Sysfs {
                 None => p.forget_one(devpath),
             },
             _ => p.forget(devpath),
+        }
+    }
+
+    /// What an event processed changes in what is remembered. Its rules
+    /// may have written attributes of the device, which children read, so
+    /// all that is below it is dropped, and the device too; except after
+    /// an `add`, whose event says all the device's `uevent` file would.
+    /// Then the device is remembered as the event describes it (with no
+    /// attribute read yet) among the recently added, and of what is below
+    /// it only the devices are dropped, attributes being all the rules can
+    /// have changed: its children's events follow, and find it, and the
+    /// directories between it and them, without reading them again.
+    pub fn event_processed(&self, event: &Uevent) {
+        let Some(p) = &self.parents else {
+            return;
+        };
+        let devpath = event.devpath();
+        if event.action() != Action::Add || !devpath.starts_with(b"/devices/") {
+            self.event_seen(event);
+            return;
+        }
+        p.forget_devices(devpath);
+        if let Some(read) = as_read(event) {
+            p.insert_recent(devpath, Arc::new(Core::new(read)));
         }
     }
 
@@ -265,7 +292,7 @@ impl Sysfs {
         (dp.to_vec(), core, dir)
     }
 
-    fn not_a_device(&self, dp: &[u8]) {
+    pub(crate) fn not_a_device(&self, dp: &[u8]) {
         if let Some(cache) = &self.parents {
             cache.insert(dp, Known::NotADevice);
         }
@@ -591,9 +618,18 @@ fn never_a_device(devpath: &[u8]) -> bool {
 }
 
 /// The event a read of the device's `uevent` file would make, from a
-/// kernel event that carries the same properties (`bind`, `unbind`).
+/// kernel event that carries the same properties (`add`, `bind`,
+/// `unbind`). An event asked for by writing to `uevent` may also carry
+/// `SYNTH_UUID` and `SYNTH_ARG_*`, which the file never holds.
 fn as_read(event: &Uevent) -> Option<Uevent> {
-    let properties = event.to_nulstr();
+    let kept = || event.iter().filter(|(k, _)| !k.starts_with(b"SYNTH_"));
+    let mut properties = Vec::with_capacity(kept().map(|(k, v)| k.len() + v.len() + 2).sum());
+    for (k, v) in kept() {
+        properties.extend_from_slice(k);
+        properties.push(b'=');
+        properties.extend_from_slice(v);
+        properties.push(0);
+    }
     Uevent::synthesize(
         Action::Add,
         event.devpath(),
@@ -653,7 +689,12 @@ pub struct Device {
     syspath: OnceCell<PathBuf>,
     /// The device's directory, opened on first use: attributes, links and
     /// the driver are then looked up from it, one path component each.
-    dir: OnceCell<Option<OwnedFd>>,
+    dir: OnceCell<Option<Arc<OwnedFd>>>,
+    /// For a parent remembered from an earlier event, the directory of the
+    /// device it was climbed to from and how many levels up it is: its own
+    /// directory is then `../` that many times from there, where its path
+    /// from /sys is some ten components for the kernel to look up.
+    below: Option<(Arc<OwnedFd>, usize)>,
     parent: RefCell<Option<Option<Rc<Device>>>>,
     /// A network interface's RTM_NEWLINK (or the errno the kernel
     /// answered), asked for when first needed.
@@ -679,6 +720,7 @@ impl Device {
             core,
             syspath: OnceCell::new(),
             dir: OnceCell::new(),
+            below: None,
             parent: RefCell::default(),
             link: RefCell::default(),
         }
@@ -709,11 +751,28 @@ impl Device {
             .get_or_init(|| self.sysfs.syspath(self.core.event.devpath()))
     }
 
+    /// The device's directory in sysfs (`O_PATH`), for what is looked up
+    /// below it; `None` once the device is gone.
+    pub fn directory(&self) -> Option<BorrowedFd<'_>> {
+        self.dir()
+    }
+
     /// The device's directory; `None` once the device is gone.
     fn dir(&self) -> Option<BorrowedFd<'_>> {
         self.dir
-            .get_or_init(|| rustix::fs::open(self.syspath(), DIR_FLAGS, Mode::empty()).ok())
-            .as_ref()
+            .get_or_init(|| {
+                let dir = match &self.below {
+                    Some((below, up)) => rustix::fs::openat(
+                        below,
+                        "../".repeat(*up).as_str(),
+                        DIR_FLAGS,
+                        Mode::empty(),
+                    ),
+                    None => rustix::fs::open(self.syspath(), DIR_FLAGS, Mode::empty()),
+                };
+                dir.ok().map(Arc::new)
+            })
+            .as_deref()
             .map(|fd| fd.as_fd())
     }
 
@@ -907,14 +966,24 @@ impl Device {
         if let Some(p) = self.parent.borrow().as_ref() {
             return p.clone();
         }
-        let below = self.dir.get().and_then(|d| d.as_ref()).map(|fd| fd.as_fd());
+        let below = self.dir.get().and_then(Option::as_ref);
         let found = self
             .sysfs
-            .parent_core_from(self.devpath(), below)
-            .map(|(_, core, dir)| {
-                let parent = Device::with_core(&self.sysfs, core);
-                if let Some(dir) = dir {
-                    let _ = parent.dir.set(Some(dir));
+            .parent_core_from(self.devpath(), below.map(|fd| fd.as_fd()))
+            .map(|(dp, core, dir)| {
+                let mut parent = Device::with_core(&self.sysfs, core);
+                match (dir, below) {
+                    (Some(dir), _) => {
+                        let _ = parent.dir.set(Some(Arc::new(dir)));
+                    }
+                    (None, Some(below)) => {
+                        let up = self.devpath()[dp.len()..]
+                            .iter()
+                            .filter(|&&c| c == b'/')
+                            .count();
+                        parent.below = Some((below.clone(), up));
+                    }
+                    (None, None) => {}
                 }
                 Rc::new(parent)
             });
@@ -1162,6 +1231,128 @@ mod tests {
         cached.forget(disk.as_bytes());
         assert_eq!(cached.parent_cache().unwrap().len(), 5);
         plain.forget(disk.as_bytes());
+    }
+
+    #[test]
+    fn a_device_just_added_is_its_childrens_parent_as_its_event_said() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let sdev = "/devices/pci0/0000:00:01.0/host0/target0:0:0/0:0:0:0";
+        let disk = format!("{sdev}/block/sda");
+        fake_device(root, "/devices/pci0/0000:00:01.0", "pci", "");
+        fake_device(root, sdev, "scsi", "DEVTYPE=scsi_device\n");
+        fake_device(root, &disk, "block", "DEVNAME=sda\nDEVTYPE=disk\n");
+        let sysfs = Sysfs::new(root).with_parent_cache();
+        let parent_of_disk = || {
+            let ev = sysfs.read_event(Action::Add, disk.as_bytes()).unwrap();
+            Device::from_event(&sysfs, ev).parent().unwrap()
+        };
+        let event = |action: &str, extra: &str| {
+            let text = format!(
+                "ACTION={action}\0DEVPATH={sdev}\0SUBSYSTEM=scsi\0SEQNUM=7\0DEVTYPE=scsi_device\0{extra}"
+            );
+            Uevent::parse_properties(text.as_bytes()).unwrap()
+        };
+
+        // Asked for by `udevadm trigger`: the kernel adds SYNTH_UUID.
+        sysfs.event_processed(&event("add", "SYNTH_UUID=0\0"));
+        // The file is not read again for the disk's event.
+        let uevent = root.join(&sdev[1..]).join("uevent");
+        fs::write(&uevent, "DEVTYPE=changed\n").unwrap();
+        let parent = parent_of_disk();
+        assert_eq!(parent.devpath(), sdev.as_bytes());
+        assert_eq!(parent.event().get(b"DEVTYPE"), Some(&b"scsi_device"[..]));
+        assert_eq!(parent.event().get(b"SYNTH_UUID"), None, "never in the file");
+        assert_eq!(parent.event().get(b"SEQNUM"), None);
+        assert_eq!(parent.subsystem().as_deref(), Some(&b"scsi"[..]));
+
+        // Any other event processed drops it, and it is read afresh.
+        sysfs.event_processed(&event("change", ""));
+        assert_eq!(
+            parent_of_disk().event().get(b"DEVTYPE"),
+            Some(&b"changed"[..])
+        );
+
+        // A removal forgets it too: the next climb finds no device there.
+        fs::write(&uevent, "DEVTYPE=scsi_device\n").unwrap();
+        sysfs.event_processed(&event("add", ""));
+        sysfs.event_processed(&event("remove", ""));
+        fs::remove_file(&uevent).unwrap();
+        assert_eq!(parent_of_disk().devpath(), b"/devices/pci0/0000:00:01.0");
+
+        // Without a parent cache nothing is remembered.
+        let plain = Sysfs::new(root);
+        plain.event_processed(&event("add", ""));
+        let ev = plain.read_event(Action::Add, disk.as_bytes()).unwrap();
+        let parent = Device::from_event(&plain, ev).parent().unwrap();
+        assert_eq!(parent.devpath(), b"/devices/pci0/0000:00:01.0");
+    }
+
+    #[test]
+    fn a_walk_notes_the_directories_between_devices_and_an_add_keeps_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let sdev = "/devices/pci0/host0/target0:0:0/0:0:0:0";
+        let disk = format!("{sdev}/block/sda");
+        fake_device(root, "/devices/pci0", "pci", "");
+        fake_device(root, sdev, "scsi", "DEVTYPE=scsi_device\n");
+        fake_device(root, &disk, "block", "DEVNAME=sda\n");
+        let sysfs = Sysfs::new(root).with_parent_cache();
+        let mut seen = Vec::new();
+        walk_devices_remembering(&sysfs, |v| seen.push(v.devpath.to_vec())).unwrap();
+        assert_eq!(seen.len(), 3);
+        // What the listing showed is what a climb would have found: `block`
+        // (and `host0`, `target0:0:0` above the device) are not devices.
+        let noted = |dp: &str| {
+            matches!(
+                sysfs.parent_cache().unwrap().get(dp.as_bytes()),
+                Some(parents::Known::NotADevice)
+            )
+        };
+        assert!(noted(&format!("{sdev}/block")));
+        assert!(noted("/devices/pci0/host0/target0:0:0"));
+        assert!(!noted("/devices"), "the top is never climbed to");
+        assert!(!noted(sdev));
+        // The device above `block` is added: the rules of its event may
+        // have written its attributes, not made `block` a device.
+        let add = format!("ACTION=add\0DEVPATH={sdev}\0SUBSYSTEM=scsi\0DEVTYPE=scsi_device\0");
+        sysfs.event_processed(&Uevent::parse_properties(add.as_bytes()).unwrap());
+        // A climb from the disk takes neither for a device, nor reads them.
+        fs::write(root.join(&sdev[1..]).join("block/uevent"), "").unwrap();
+        fs::remove_file(root.join(&sdev[1..]).join("uevent")).unwrap();
+        let ev = sysfs.read_event(Action::Add, disk.as_bytes()).unwrap();
+        let parent = Device::from_event(&sysfs, ev).parent().unwrap();
+        assert_eq!(parent.devpath(), sdev.as_bytes());
+        // A walk without remembering notes nothing.
+        let plain = Sysfs::new(root).with_parent_cache();
+        walk_devices(&plain, |_| {}).unwrap();
+        assert!(plain.parent_cache().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_remembered_parent_is_opened_from_the_directory_climbed_from() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let sdev = "/devices/pci0/host0/0:0:0:0";
+        let disk = format!("{sdev}/block/sda");
+        fake_device(root, sdev, "scsi", "DEVTYPE=scsi_device\n");
+        fake_device(root, &disk, "block", "DEVNAME=sda\n");
+        fs::write(root.join(&sdev[1..]).join("vendor"), "ATA\n").unwrap();
+        let sysfs = Sysfs::new(root).with_parent_cache();
+        let disk_event = || {
+            let ev = sysfs.read_event(Action::Add, disk.as_bytes()).unwrap();
+            Rc::new(Device::from_event(&sysfs, ev))
+        };
+        // The first event reads the parent; the next finds it remembered.
+        assert!(disk_event().parent().is_some());
+        let dev = disk_event();
+        assert_eq!(dev.attr(b"removable"), None, "the disk's directory is open");
+        // Moved away under its path from /sys, the parent is still two
+        // levels above the disk's open directory.
+        fs::rename(root.join("devices/pci0"), root.join("devices/pci1")).unwrap();
+        let parent = dev.parent().unwrap();
+        assert_eq!(parent.devpath(), sdev.as_bytes());
+        assert_eq!(parent.sysattr(b"vendor").as_deref(), Some(&b"ATA"[..]));
     }
 
     #[test]

@@ -33,10 +33,11 @@ fn sorted_subdirs(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// A directory still to list: its name below an open parent (the top has
-/// none), and its path.
+/// none), its path, and whether its parent is a device.
 struct Pending {
     parent: Option<Arc<OwnedFd>>,
     path: PathBuf,
+    in_device: bool,
 }
 
 /// What one listing of a directory says: whether it is a device (it holds a
@@ -145,7 +146,22 @@ impl Groups {
 /// path component for the kernel to look up, not the whole path from
 /// /sys) and listed once: four system calls a directory. A device's
 /// attribute groups ([`Groups`]) are not listed at all.
-pub fn walk_devices(sysfs: &Sysfs, mut visit: impl FnMut(Visit<'_>)) -> io::Result<usize> {
+pub fn walk_devices(sysfs: &Sysfs, visit: impl FnMut(Visit<'_>)) -> io::Result<usize> {
+    walk(sysfs, false, visit)
+}
+
+/// [`walk_devices`], noting in the parent cache (if `sysfs` has one) each
+/// directory between a device and its parent (`block`, `net`, ...) that
+/// the walk found: the events of the devices below it would each look for
+/// a `uevent` file there, for their first climb, that the listing already
+/// showed is not there.
+pub fn walk_devices_remembering(sysfs: &Sysfs, visit: impl FnMut(Visit<'_>)) -> io::Result<usize> {
+    walk(sysfs, true, visit)
+}
+
+fn walk(sysfs: &Sysfs, remember: bool, mut visit: impl FnMut(Visit<'_>)) -> io::Result<usize> {
+    let remember = remember && sysfs.parent_cache().is_some();
+    let mut noted: Vec<u8> = Vec::new();
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
     let top = sysfs.root().join("devices");
     let groups = Groups::of(sysfs);
@@ -154,8 +170,14 @@ pub fn walk_devices(sysfs: &Sysfs, mut visit: impl FnMut(Visit<'_>)) -> io::Resu
     let mut stack = vec![Pending {
         parent: None,
         path: top,
+        in_device: false,
     }];
-    while let Some(Pending { parent, path }) = stack.pop() {
+    while let Some(Pending {
+        parent,
+        path,
+        in_device,
+    }) = stack.pop()
+    {
         // Only the top has no open parent.
         let at_top = parent.is_none();
         let opened = match &parent {
@@ -187,6 +209,9 @@ pub fn walk_devices(sysfs: &Sysfs, mut visit: impl FnMut(Visit<'_>)) -> io::Resu
         if listing.device {
             groups.prune(&mut listing);
             if let Some(devpath) = sysfs.devpath_of(&path) {
+                if remember && !in_device {
+                    note_between(sysfs, &devpath, &mut noted);
+                }
                 visit(Visit {
                     devpath: &devpath,
                     path: &path,
@@ -203,10 +228,27 @@ pub fn walk_devices(sysfs: &Sysfs, mut visit: impl FnMut(Visit<'_>)) -> io::Resu
             stack.push(Pending {
                 parent: Some(dir.clone()),
                 path: path.join(std::ffi::OsStr::from_bytes(&name)),
+                in_device: listing.device,
             });
         }
     }
     Ok(count)
+}
+
+/// Notes the directory holding `devpath`, which is not a device, unless it
+/// is `/devices` itself or was the last noted (the interfaces in
+/// `virtual/net` come one after another).
+fn note_between(sysfs: &Sysfs, devpath: &[u8], noted: &mut Vec<u8>) {
+    let Some(slash) = devpath.iter().rposition(|&c| c == b'/') else {
+        return;
+    };
+    let between = &devpath[..slash];
+    if between == b"/devices" || between == &noted[..] {
+        return;
+    }
+    sysfs.not_a_device(between);
+    noted.clear();
+    noted.extend_from_slice(between);
 }
 
 /// Visits the subsystem-level objects that `udevadm trigger
