@@ -215,6 +215,12 @@ fn readahead(fd: std::os::unix::io::RawFd) -> u64 {
     (sectors.max(0) as u64).saturating_mul(512)
 }
 
+impl std::os::fd::AsFd for FileSource {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
 impl Source for FileSource {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.windows

@@ -15,7 +15,7 @@ pub use uevd_blkid::*;
 use crate::{set, Builtin, Call, Failure, Properties};
 use std::cell::RefCell;
 use std::io;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -258,6 +258,19 @@ pub fn readied() -> Option<bool> {
 /// since. A source it did not take is closed.
 pub fn end_read_ahead() -> bool {
     AHEAD.with(|a| a.borrow_mut().take().is_some_and(|a| a.opened))
+}
+
+/// Runs `f` with the node readied for the probe, when one is open: its
+/// path and descriptor, which other programs of the event's rules that
+/// open the same node (scsi_id, before the probe) may share.
+pub(crate) fn with_readied_node<R>(f: impl FnOnce(Option<(&Path, BorrowedFd<'_>)>) -> R) -> R {
+    AHEAD.with(|a| {
+        let a = a.borrow();
+        let node = a
+            .as_ref()
+            .and_then(|a| Some((a.path.as_path(), a.source.as_ref()?.as_fd())));
+        f(node)
+    })
 }
 
 /// The node at `path`: the source opened ahead for it, else opened now.

@@ -2,6 +2,7 @@
 //! there, this only turns its outcome into what `IMPORT{program}` expects.
 
 use crate::{Builtin, Call, Failure, Properties};
+use std::os::unix::ffi::OsStrExt;
 use uevd_scsi::Stop;
 
 /// The emulation of the helper program of that file name.
@@ -24,13 +25,28 @@ impl Builtin for Emulation {
         let Some(emulation) = uevd_scsi::find(program.as_bytes()) else {
             return Err(Failure::NotApplicable(format!("{program}: not emulated")));
         };
-        emulation
-            .run(call.args, call.test, out)
-            .map_err(|stop| match stop {
-                Stop::Defer(why) => Failure::NotApplicable(format!("{program}: {why}")),
-                Stop::Exit(code, why) => {
-                    Failure::Error(format!("{program} would exit with status {code}: {why}"))
-                }
-            })
+        let device = call.device;
+        crate::blkid::with_readied_node(|node| {
+            let near = match (device.devnum(), device.directory()) {
+                (Some((major, minor)), Some(dir)) => Some(uevd_scsi::Near {
+                    block: device.is_block(),
+                    major,
+                    minor,
+                    dir,
+                    node: node.map(|(path, fd)| (path.as_os_str().as_bytes(), fd)),
+                }),
+                _ => None,
+            };
+            match near {
+                Some(near) => emulation.run_near(call.args, call.test, out, near),
+                None => emulation.run(call.args, call.test, out),
+            }
+        })
+        .map_err(|stop| match stop {
+            Stop::Defer(why) => Failure::NotApplicable(format!("{program}: {why}")),
+            Stop::Exit(code, why) => {
+                Failure::Error(format!("{program} would exit with status {code}: {why}"))
+            }
+        })
     }
 }

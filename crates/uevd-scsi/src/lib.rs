@@ -14,7 +14,7 @@ mod cdrom_id;
 mod scsi_id;
 mod sg;
 
-pub use sg::Stop;
+pub use sg::{Near, Stop};
 pub use uevd_text::Properties;
 use uevd_text::{set, text};
 
@@ -39,6 +39,20 @@ impl Program {
     /// change nothing on the device (no tray or lock commands).
     pub fn run(&self, args: &[Vec<u8>], test: bool, out: &mut Properties) -> Result<(), Stop> {
         (self.run)(&sg::System, args, test, out)
+    }
+
+    /// [`Program::run`] for an event's rules: `near` is the event's device,
+    /// whose node the program usually opens, and whose sysfs directory is
+    /// open already; what the program reads of its device in sysfs is then
+    /// looked up from there.
+    pub fn run_near(
+        &self,
+        args: &[Vec<u8>],
+        test: bool,
+        out: &mut Properties,
+        near: Near<'_>,
+    ) -> Result<(), Stop> {
+        (self.run)(&sg::SystemNear(near), args, test, out)
     }
 }
 

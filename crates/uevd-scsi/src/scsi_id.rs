@@ -17,6 +17,7 @@ use crate::sg::sysfs::Cached;
 use crate::sg::{self, defer_if_denied, Node, Open, Stop, V3, V4};
 use crate::text::{c_str, encode_devnode_name, has_control, sanitize, utf8_is_valid};
 use crate::{set, Properties};
+use std::os::fd::AsFd;
 
 const MAX_PATH_LEN: usize = 512;
 const MAX_SERIAL_LEN: usize = 256;
@@ -1031,8 +1032,8 @@ pub(crate) fn run(opener: &dyn Open, args: &[Vec<u8>], out: &mut Properties) -> 
     let mut strings = Strings::default();
     let mut node = open(opener, &path)?;
     if let Some(node) = node.as_mut() {
-        if let (Some(root), Some(devnum)) = (opener.sysfs(), node.devnum()) {
-            dev.cache = Cached::load(root, devnum);
+        if let Some(dir) = node.devnum().and_then(|d| opener.scsi_device_dir(d)) {
+            dev.cache = Cached::read(dir.as_fd());
         }
         let mut buf = [0u8; INQ_LEN];
         if !inquiry(node.as_mut(), &mut dev, 0, 0, &mut buf)? {

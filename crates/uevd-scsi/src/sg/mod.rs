@@ -18,7 +18,7 @@ pub(crate) mod sysfs;
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
 pub(crate) const SG_IO: u32 = 0x2285;
@@ -229,6 +229,10 @@ impl Node for Remembering {
     }
 }
 
+/// The block and character majors that refused SG_IO v4, for every node
+/// the programs open.
+static REFUSALS: V4Refusals = V4Refusals::new();
+
 /// Opens device nodes the way the programs do.
 pub(crate) trait Open {
     fn open(&self, path: &[u8]) -> io::Result<Box<dyn Node>>;
@@ -236,6 +240,57 @@ pub(crate) trait Open {
     /// (see `sysfs`); None: ask the devices.
     fn sysfs(&self) -> Option<&Path> {
         None
+    }
+    /// The `scsi_device` directory behind the node numbered `dev`, for
+    /// those copies; None if it is not a SCSI device or there is no sysfs.
+    fn scsi_device_dir(&self, dev: DevNum) -> Option<OwnedFd> {
+        sysfs::device_dir(self.sysfs()?, dev)
+    }
+}
+
+/// The device an event is for, whose node a program is likely to open:
+/// its number, its directory in sysfs, open already, and its node, when
+/// that is open already too (path, descriptor opened read-only and
+/// non-blocking, as the programs open it).
+#[derive(Clone, Copy)]
+pub struct Near<'a> {
+    pub block: bool,
+    pub major: u32,
+    pub minor: u32,
+    pub dir: BorrowedFd<'a>,
+    pub node: Option<(&'a [u8], BorrowedFd<'a>)>,
+}
+
+/// [`System`], which finds what it can of the event's own device from
+/// what the event has open: its node (a block device's open and release
+/// are the driver's work, a SCSI disk's a command's worth of it), and its
+/// `scsi_device` directory from the event's directory, one component
+/// away, where the path through `/sys/dev` is two symlinks and some twenty
+/// components.
+pub(crate) struct SystemNear<'a>(pub Near<'a>);
+
+impl Open for SystemNear<'_> {
+    fn open(&self, path: &[u8]) -> io::Result<Box<dyn Node>> {
+        match self.0.node {
+            Some((node, fd)) if node == crate::text::c_str(path) => {
+                let node = Box::new(FdNode(fd.try_clone_to_owned()?));
+                Ok(Box::new(Remembering::new(node, &REFUSALS)))
+            }
+            _ => System.open(path),
+        }
+    }
+
+    fn sysfs(&self) -> Option<&Path> {
+        System.sysfs()
+    }
+
+    fn scsi_device_dir(&self, dev: DevNum) -> Option<OwnedFd> {
+        let near = self.0;
+        if (near.block, near.major, near.minor) == (dev.block, dev.major, dev.minor) {
+            sysfs::device_dir_below(near.dir)
+        } else {
+            sysfs::device_dir(self.sysfs()?, dev)
+        }
     }
 }
 
@@ -255,7 +310,6 @@ impl Open for System {
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
-        static REFUSALS: V4Refusals = V4Refusals::new();
         // SAFETY: `fd` was just opened and is owned by nobody else.
         let node = Box::new(FdNode(unsafe { OwnedFd::from_raw_fd(fd) }));
         Ok(Box::new(Remembering::new(node, &REFUSALS)))

@@ -81,7 +81,9 @@
 //! check the residue).
 
 use super::DevNum;
-use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+#[cfg(test)]
+use rustix::fd::AsFd;
+use rustix::fd::{BorrowedFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
 use std::path::Path;
 
@@ -109,8 +111,18 @@ pub(crate) fn device_dir(root: &Path, dev: DevNum) -> Option<OwnedFd> {
         .join(kind)
         .join(format!("{}:{}", dev.major, dev.minor))
         .join("device");
-    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let dir = rustix::fs::open(&path, flags, Mode::empty()).ok()?;
+    scsi_only(rustix::fs::open(&path, DIR_FLAGS, Mode::empty()).ok()?)
+}
+
+/// [`device_dir`] from the node's own directory in sysfs, open already:
+/// its `device` link is one component away.
+pub(crate) fn device_dir_below(node_dir: BorrowedFd<'_>) -> Option<OwnedFd> {
+    scsi_only(rustix::fs::openat(node_dir, "device", DIR_FLAGS, Mode::empty()).ok()?)
+}
+
+const DIR_FLAGS: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC);
+
+fn scsi_only(dir: OwnedFd) -> Option<OwnedFd> {
     // Only SCSI devices are answered for: the link says which bus.
     let bus = rustix::fs::readlinkat(&dir, "subsystem", Vec::new()).ok()?;
     if bus.as_bytes().rsplit(|&c| c == b'/').next() != Some(b"scsi") {
@@ -142,11 +154,16 @@ fn read_attr(dir: BorrowedFd<'_>, name: &str) -> Option<Vec<u8>> {
 
 impl Cached {
     /// Reads the attributes of the device behind `dev` under sysfs `root`.
+    #[cfg(test)]
     pub fn load(root: &Path, dev: DevNum) -> Cached {
-        let Some(dir) = device_dir(root, dev) else {
-            return Cached::default();
-        };
-        let dir = dir.as_fd();
+        match device_dir(root, dev) {
+            Some(dir) => Cached::read(dir.as_fd()),
+            None => Cached::default(),
+        }
+    }
+
+    /// Reads the attributes in a `scsi_device` directory.
+    pub fn read(dir: BorrowedFd<'_>) -> Cached {
         Cached {
             inquiry: read_attr(dir, "inquiry"),
             pg0: read_attr(dir, "vpd_pg0"),
@@ -292,5 +309,75 @@ mod tests {
         assert_eq!(c.answer(1, 0x83).map(<[u8]>::len), Some(24));
         assert_eq!(c.answer(1, 0x80).map(<[u8]>::len), Some(12));
         assert!(c.inquiry.is_none() && c.pg0.is_none());
+    }
+
+    #[test]
+    fn the_event_devices_scsi_directory_is_one_component_from_its_own() {
+        use super::super::{Near, Open, SystemNear};
+        use std::os::unix::fs::symlink;
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        let sdev = r.join("devices/host0/target0:0:0/0:0:0:0");
+        let disk = sdev.join("block/sda");
+        std::fs::create_dir_all(&disk).unwrap();
+        std::fs::create_dir_all(r.join("bus/scsi")).unwrap();
+        symlink("../../../../bus/scsi", sdev.join("subsystem")).unwrap();
+        symlink("../../../0:0:0:0", disk.join("device")).unwrap();
+        std::fs::write(sdev.join("vpd_pg80"), page(0x80, 8)).unwrap();
+        // No /sys/dev under this root: only the event's directory leads
+        // to the device.
+        let node_dir = std::fs::File::open(&disk).unwrap();
+        let near = Near {
+            block: true,
+            major: 8,
+            minor: 0,
+            dir: node_dir.as_fd(),
+            node: None,
+        };
+        let num = |major, block| DevNum {
+            block,
+            major,
+            minor: 0,
+        };
+        let dir = SystemNear(near)
+            .scsi_device_dir(num(8, true))
+            .expect("the event's node");
+        let c = Cached::read(dir.as_fd());
+        assert_eq!(c.answer(1, 0x80).map(<[u8]>::len), Some(12));
+        // Another node, or a character device of the same number, is not
+        // the event's: looked up through /sys/dev as before.
+        assert!(device_dir(r, num(8, true)).is_none());
+        for other in [num(9, true), num(8, false)] {
+            let found = SystemNear(near).scsi_device_dir(other);
+            let real = device_dir(Path::new("/sys"), other);
+            assert_eq!(found.is_some(), real.is_some());
+        }
+        // A device that is not SCSI has no copies to answer from.
+        std::fs::remove_file(sdev.join("subsystem")).unwrap();
+        symlink("../../../../bus/scsi", sdev.join("other")).unwrap();
+        assert!(SystemNear(near).scsi_device_dir(num(8, true)).is_none());
+    }
+
+    #[test]
+    fn the_events_node_open_already_is_shared_not_opened_again() {
+        use super::super::{Near, Open, SystemNear};
+        let root = tempfile::tempdir().unwrap();
+        let held = std::fs::File::create(root.path().join("held")).unwrap();
+        let dir = std::fs::File::open(root.path()).unwrap();
+        let near = Near {
+            block: true,
+            major: 8,
+            minor: 0,
+            dir: dir.as_fd(),
+            node: Some((b"/dev/nowhere/sdq", held.as_fd())),
+        };
+        // The path names nothing on disk: only the node held can answer.
+        let node = SystemNear(near).open(b"/dev/nowhere/sdq").expect("shared");
+        assert!(node.devnum().is_none(), "a regular file, as held");
+        let err = SystemNear(near).open(b"/dev/nowhere/sdr").err().unwrap();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+        drop(node);
+        // Closing the program's copy leaves the event's open.
+        assert!(rustix::fs::fstat(&held).is_ok());
     }
 }
