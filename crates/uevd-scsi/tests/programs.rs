@@ -68,6 +68,44 @@ fn run_uevd(program: &str, args: &[String], test: bool) -> Outcome {
     }
 }
 
+/// [`run_uevd`] as the daemon runs a program for an event of the device at
+/// `node`: the node open already and the device's sysfs directory open.
+fn run_uevd_near(program: &str, args: &[String], test: bool, node: &str) -> Option<Outcome> {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+    let meta = fs::metadata(node).ok()?;
+    let block = meta.file_type().is_block_device();
+    let (major, minor) = (libc::major(meta.rdev()), libc::minor(meta.rdev()));
+    let kind = if block { "block" } else { "char" };
+    let dir = fs::File::open(format!("/sys/dev/{kind}/{major}:{minor}")).ok()?;
+    let held = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(node)
+        .ok()?;
+    let argv: Vec<Vec<u8>> = std::iter::once(program.to_string())
+        .chain(args.iter().cloned())
+        .map(String::into_bytes)
+        .collect();
+    let near = uevd_scsi::Near {
+        block,
+        major,
+        minor,
+        dir: dir.as_fd(),
+        node: Some((node.as_bytes(), held.as_fd())),
+    };
+    let mut out = Properties::new();
+    let program = uevd_scsi::find(program.as_bytes()).unwrap();
+    Some(match program.run_near(&argv, test, &mut out, near) {
+        Ok(()) => Outcome::Printed(render(&out)),
+        Err(Stop::Exit(code, why)) => Outcome::Failed(format!(
+            "{} would exit with status {code}: {why}",
+            program.name()
+        )),
+        Err(Stop::Defer(why)) => Outcome::Deferred(format!("{}: {why}", program.name())),
+    })
+}
+
 fn run_real(path: &Path, args: &[String], env: &[(&str, String)]) -> Outcome {
     let mut cmd = Command::new(path);
     cmd.args(args);
@@ -1523,6 +1561,11 @@ fn compare_on_node(report: &mut Report, programs: &Path, j: &Job, node: &str) {
     let args = j.args_for(node);
     let real = run_real(&programs.join(j.program), &args, &[]);
     let uevd = run_uevd(j.program, &args, j.test);
+    // Run for an event of the node (sharing its open node and sysfs
+    // directory), the program says the same.
+    if let Some(near) = run_uevd_near(j.program, &args, j.test, node) {
+        assert_eq!(near, uevd, "{} for an event of the node", j.describe(node));
+    }
     report.compare(&j.describe(node), j, &real, &uevd, None, false);
 }
 
