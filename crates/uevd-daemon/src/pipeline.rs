@@ -796,25 +796,31 @@ impl uevd_rules::Store for Processor {
 mod globals_tests {
     use super::*;
 
-    #[test]
-    fn a_device_added_is_remembered_for_its_children_unless_globals_joined_it() {
-        let tmp = tempfile::tempdir().unwrap();
-        for d in ["sys/class/scsi", "dev", "run/udev"] {
-            std::fs::create_dir_all(tmp.path().join(d)).unwrap();
+    /// A processor without rules over empty trees in `tmp`.
+    fn processor(tmp: &std::path::Path, sysfs: impl FnOnce(Sysfs) -> Sysfs) -> Processor {
+        for d in ["sys/class", "dev", "run/udev"] {
+            std::fs::create_dir_all(tmp.join(d)).unwrap();
         }
-        let devpath = "/devices/pci0/host0";
-        let dir = tmp.path().join("sys").join(&devpath[1..]);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("uevent"), "DEVTYPE=scsi_host\n").unwrap();
-        std::os::unix::fs::symlink("../../class/scsi", dir.join("subsystem")).unwrap();
-        let p = Processor::new(
-            Sysfs::new(tmp.path().join("sys")).with_parent_cache(),
-            DevDir::open(tmp.path().join("dev")).unwrap(),
-            Database::open(tmp.path().join("run/udev")).unwrap(),
+        Processor::new(
+            sysfs(Sysfs::new(tmp.join("sys"))),
+            DevDir::open(tmp.join("dev")).unwrap(),
+            Database::open(tmp.join("run/udev")).unwrap(),
             None,
             Journal::disabled(),
             Rules::empty(),
-        );
+        )
+    }
+
+    #[test]
+    fn a_device_added_is_remembered_for_its_children_unless_globals_joined_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = processor(tmp.path(), Sysfs::with_parent_cache);
+        let devpath = "/devices/pci0/host0";
+        let dir = tmp.path().join("sys").join(&devpath[1..]);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(tmp.path().join("sys/class/scsi")).unwrap();
+        std::fs::write(dir.join("uevent"), "DEVTYPE=scsi_host\n").unwrap();
+        std::os::unix::fs::symlink("../../class/scsi", dir.join("subsystem")).unwrap();
         let add = || {
             let ev = p.sysfs.read_event(Action::Add, devpath.as_bytes()).unwrap();
             p.process(0, 1, Job::new(ev, crate::job::Source::Kernel));
@@ -830,17 +836,7 @@ mod globals_tests {
     #[test]
     fn global_properties_join_every_event_and_win_over_the_kernels() {
         let tmp = tempfile::tempdir().unwrap();
-        for d in ["sys", "dev", "run/udev"] {
-            std::fs::create_dir_all(tmp.path().join(d)).unwrap();
-        }
-        let p = Processor::new(
-            Sysfs::new(tmp.path().join("sys")),
-            DevDir::open(tmp.path().join("dev")).unwrap(),
-            Database::open(tmp.path().join("run/udev")).unwrap(),
-            None,
-            Journal::disabled(),
-            Rules::empty(),
-        );
+        let p = processor(tmp.path(), |s| s);
         let ev = || {
             Uevent::parse_properties(b"ACTION=add\0DEVPATH=/devices/x\0SUBSYSTEM=net\0FOO=kernel\0")
                 .unwrap()

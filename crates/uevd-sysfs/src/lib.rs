@@ -124,7 +124,9 @@ impl Sysfs {
     /// all that is below it is dropped, and the device too; except after
     /// an `add`, whose event says all the device's `uevent` file would.
     /// Then the device is remembered as the event describes it (with no
-    /// attribute read yet) among the recently added, and of what is below
+    /// attribute read yet) among the recently added, unless its kind
+    /// proved to have no children ([`parents::LEARNED_AFTER`]), and of
+    /// what is below
     /// it only the devices are dropped, attributes being all the rules can
     /// have changed: its children's events follow, and find it, and the
     /// directories between it and them, without reading them again.
@@ -137,9 +139,12 @@ impl Sysfs {
             self.event_seen(event);
             return;
         }
-        p.forget_devices(devpath);
+        let subsystem = event.subsystem().unwrap_or_default();
+        let Some(kind) = p.added(devpath, subsystem, event.devtype().unwrap_or_default()) else {
+            return;
+        };
         if let Some(read) = as_read(event) {
-            p.insert_recent(devpath, Arc::new(Core::new(read)));
+            p.insert_recent(devpath, Arc::new(Core::new(read)), kind);
         }
     }
 
@@ -1011,6 +1016,15 @@ mod tests {
         symlink(&class, dir.join("subsystem")).unwrap();
     }
 
+    /// A SCSI device at `sdev` with its disk `sda`; returns the disk's
+    /// devpath.
+    fn fake_scsi_disk(root: &Path, sdev: &str) -> String {
+        let disk = format!("{sdev}/block/sda");
+        fake_device(root, sdev, "scsi", "DEVTYPE=scsi_device\n");
+        fake_device(root, &disk, "block", "DEVNAME=sda\nDEVTYPE=disk\n");
+        disk
+    }
+
     #[test]
     fn an_event_read_through_the_open_directory_is_the_one_read_by_path() {
         let tmp = tempfile::tempdir().unwrap();
@@ -1238,10 +1252,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
         let sdev = "/devices/pci0/0000:00:01.0/host0/target0:0:0/0:0:0:0";
-        let disk = format!("{sdev}/block/sda");
         fake_device(root, "/devices/pci0/0000:00:01.0", "pci", "");
-        fake_device(root, sdev, "scsi", "DEVTYPE=scsi_device\n");
-        fake_device(root, &disk, "block", "DEVNAME=sda\nDEVTYPE=disk\n");
+        let disk = fake_scsi_disk(root, sdev);
         let sysfs = Sysfs::new(root).with_parent_cache();
         let parent_of_disk = || {
             let ev = sysfs.read_event(Action::Add, disk.as_bytes()).unwrap();
@@ -1293,10 +1305,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
         let sdev = "/devices/pci0/host0/target0:0:0/0:0:0:0";
-        let disk = format!("{sdev}/block/sda");
         fake_device(root, "/devices/pci0", "pci", "");
-        fake_device(root, sdev, "scsi", "DEVTYPE=scsi_device\n");
-        fake_device(root, &disk, "block", "DEVNAME=sda\n");
+        let disk = fake_scsi_disk(root, sdev);
         let sysfs = Sysfs::new(root).with_parent_cache();
         let mut seen = Vec::new();
         walk_devices_remembering(&sysfs, |v| seen.push(v.devpath.to_vec())).unwrap();
@@ -1334,9 +1344,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
         let sdev = "/devices/pci0/host0/0:0:0:0";
-        let disk = format!("{sdev}/block/sda");
-        fake_device(root, sdev, "scsi", "DEVTYPE=scsi_device\n");
-        fake_device(root, &disk, "block", "DEVNAME=sda\n");
+        let disk = fake_scsi_disk(root, sdev);
         fs::write(root.join(&sdev[1..]).join("vendor"), "ATA\n").unwrap();
         let sysfs = Sysfs::new(root).with_parent_cache();
         let disk_event = || {

@@ -24,7 +24,9 @@
 //! climb, the `uevent` file and `subsystem` link that the add carried or
 //! that the coldplug read a moment before. Most devices are never anyone's
 //! parent, so such an entry is only kept while it is among the last
-//! [`RECENT_KEPT`] added; a climb that finds it makes it a parent like the
+//! [`RECENT_KEPT`] added, and a kind of device (subsystem and devtype) of
+//! which [`LEARNED_AFTER`] were added and none climbed to is no longer
+//! remembered; a climb that finds an entry makes it a parent like the
 //! others.
 
 use crate::Core;
@@ -46,10 +48,25 @@ pub(crate) enum Known {
 /// after it; a few thousand events apart is far more than either.
 pub const RECENT_KEPT: usize = 4096;
 
+/// How many devices of one kind (subsystem and devtype) are remembered as
+/// they are added before, none of them having been climbed to, the kind
+/// is taken for one that has no children: network interfaces, partitions,
+/// a disk's `bsg` node. Remembering those costs every event a copy of it
+/// and the map's upkeep for nothing.
+pub const LEARNED_AFTER: u32 = 64;
+
 struct Entry {
     known: Known,
-    /// Remembered because it was added, not yet climbed to.
-    recent: bool,
+    /// Remembered because it was added, not yet climbed to: its kind.
+    recent: Option<usize>,
+}
+
+/// What adds of one kind of device taught.
+struct Kind {
+    subsystem: Box<[u8]>,
+    devtype: Box<[u8]>,
+    added: u32,
+    climbed: u32,
 }
 
 #[derive(Default)]
@@ -59,6 +76,7 @@ struct Remembered {
     /// The recent entries, oldest first (some since forgotten or climbed
     /// to, which leaving them costs nothing).
     recent: VecDeque<Box<[u8]>>,
+    kinds: Vec<Kind>,
 }
 
 /// Ancestors seen so far, by devpath.
@@ -71,28 +89,33 @@ impl ParentCache {
     /// What is known of `devpath`, for a climb from below it: a device
     /// remembered as recently added is a parent from now on.
     pub(crate) fn get(&self, devpath: &[u8]) -> Option<Known> {
-        let mut r = self.lock();
+        let r = &mut *self.lock();
         let entry = r.known.get_mut(devpath)?;
-        entry.recent = false;
+        if let Some(kind) = entry.recent.take() {
+            r.kinds[kind].climbed += 1;
+        }
         Some(entry.known.clone())
     }
 
     pub(crate) fn insert(&self, devpath: &[u8], known: Known) {
         let entry = Entry {
             known,
-            recent: false,
+            recent: None,
         };
         self.lock().known.insert(devpath.into(), entry);
     }
 
     /// Remembers a device that was just added, as its event describes it,
     /// for as long as it is among the last [`RECENT_KEPT`] (unless a climb
-    /// reaches it first).
-    pub(crate) fn insert_recent(&self, devpath: &[u8], core: Arc<Core>) {
-        let mut r = self.lock();
+    /// reaches it first). `kind` is from [`ParentCache::added`].
+    pub(crate) fn insert_recent(&self, devpath: &[u8], core: Arc<Core>, kind: usize) {
+        let r = &mut *self.lock();
+        if let Some(k) = r.kinds.get_mut(kind) {
+            k.added = k.added.saturating_add(1);
+        }
         let entry = Entry {
             known: Known::Device(core),
-            recent: true,
+            recent: Some(kind),
         };
         r.known.insert(devpath.into(), entry);
         r.recent.push_back(devpath.into());
@@ -100,7 +123,7 @@ impl ParentCache {
             let Some(old) = r.recent.pop_front() else {
                 break;
             };
-            if r.known.get(&old).is_some_and(|e| e.recent) {
+            if r.known.get(&old).is_some_and(|e| e.recent.is_some()) {
                 r.known.remove(&old);
             }
         }
@@ -113,39 +136,20 @@ impl ParentCache {
 
     /// Drops `devpath` and every entry below it.
     pub fn forget(&self, devpath: &[u8]) {
-        self.forget_below(devpath, false);
+        forget_below(&mut self.lock().known, devpath, false);
     }
 
-    /// Drops `devpath` and every device below it, keeping what is known of
-    /// the directories between them: a device's attributes may change
-    /// without an event (rules write them), its place in the tree does not.
-    pub(crate) fn forget_devices(&self, devpath: &[u8]) {
-        self.forget_below(devpath, true);
-    }
-
-    fn forget_below(&self, devpath: &[u8], keep_between: bool) {
-        if devpath.is_empty() {
-            return;
-        }
-        let known = &mut self.lock().known;
-        // The keys that start with devpath sort together from devpath on
-        // (so no end key has to be made for the range); among them,
-        // siblings such as "sda-x" are not below it.
-        let below = |k: &[u8]| {
-            k.len() == devpath.len() || (k.len() > devpath.len() && k[devpath.len()] == b'/')
-        };
-        let gone: Vec<Box<[u8]>> = known
-            .range::<[u8], _>((
-                std::ops::Bound::Included(devpath),
-                std::ops::Bound::Unbounded,
-            ))
-            .take_while(|(k, _)| k.starts_with(devpath))
-            .filter(|(k, e)| below(k) && !(keep_between && matches!(e.known, Known::NotADevice)))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in gone {
-            known.remove(&k);
-        }
+    /// What an `add` of `devpath` processed changes, under one lock (every
+    /// worker takes it once per event). The devices below it are dropped,
+    /// and what is known of the directories between them kept: rules may
+    /// have written attributes, which do not move anything in the tree.
+    /// Returns the device's kind if a device of that kind just added is
+    /// worth remembering for children (see [`LEARNED_AFTER`]), for
+    /// [`ParentCache::insert_recent`].
+    pub(crate) fn added(&self, devpath: &[u8], subsystem: &[u8], devtype: &[u8]) -> Option<usize> {
+        let r = &mut *self.lock();
+        forget_below(&mut r.known, devpath, true);
+        kind_wanted(&mut r.kinds, subsystem, devtype)
     }
 
     /// How many directories are remembered.
@@ -164,6 +168,52 @@ impl ParentCache {
     }
 }
 
+fn forget_below(known: &mut BTreeMap<Box<[u8]>, Entry>, devpath: &[u8], keep_between: bool) {
+    if devpath.is_empty() {
+        return;
+    }
+    // The keys that start with devpath sort together from devpath on
+    // (so no end key has to be made for the range); among them,
+    // siblings such as "sda-x" are not below it.
+    let below = |k: &[u8]| {
+        k.len() == devpath.len() || (k.len() > devpath.len() && k[devpath.len()] == b'/')
+    };
+    let gone: Vec<Box<[u8]>> = known
+        .range::<[u8], _>((
+            std::ops::Bound::Included(devpath),
+            std::ops::Bound::Unbounded,
+        ))
+        .take_while(|(k, _)| k.starts_with(devpath))
+        .filter(|(k, e)| below(k) && !(keep_between && matches!(e.known, Known::NotADevice)))
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in gone {
+        known.remove(&k);
+    }
+}
+
+/// The kind's index among those seen, if a device of that kind just added
+/// is worth remembering.
+fn kind_wanted(kinds: &mut Vec<Kind>, subsystem: &[u8], devtype: &[u8]) -> Option<usize> {
+    let i = match kinds
+        .iter()
+        .position(|k| *k.subsystem == *subsystem && *k.devtype == *devtype)
+    {
+        Some(i) => i,
+        None => {
+            kinds.push(Kind {
+                subsystem: subsystem.into(),
+                devtype: devtype.into(),
+                added: 0,
+                climbed: 0,
+            });
+            kinds.len() - 1
+        }
+    };
+    let kind = &kinds[i];
+    (kind.climbed > 0 || kind.added < LEARNED_AFTER).then_some(i)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,8 +230,16 @@ mod tests {
         let cache = ParentCache::default();
         // Whether an entry is there, and still only recent; without the
         // climb `get` would be.
-        let peek = |dp: &str| cache.lock().known.get(dp.as_bytes()).map(|e| e.recent);
-        let add = |dp: &str| cache.insert_recent(dp.as_bytes(), core(dp));
+        let peek = |dp: &str| {
+            let r = cache.lock();
+            r.known.get(dp.as_bytes()).map(|e| e.recent.is_some())
+        };
+        let add = |dp: &str| {
+            let kind = cache
+                .added(dp.as_bytes(), b"scsi", b"")
+                .expect("climbed to");
+            cache.insert_recent(dp.as_bytes(), core(dp), kind)
+        };
         add("/devices/a");
         add("/devices/b");
         cache.insert(b"/devices/p", Known::NotADevice);
@@ -205,6 +263,39 @@ mod tests {
         assert!(matches!(cache.get(b"/devices/p"), Some(Known::NotADevice)));
         assert_eq!(cache.lock().recent.len(), RECENT_KEPT);
         assert_eq!(cache.len(), RECENT_KEPT + 2, "the recent, a and p");
+    }
+
+    #[test]
+    fn a_kind_never_climbed_to_is_no_longer_remembered() {
+        let cache = ParentCache::default();
+        let mut added = 0;
+        let net = |i: u32| format!("/devices/virtual/net/dummy{i}");
+        while let Some(kind) = cache.added(net(added).as_bytes(), b"net", b"") {
+            let dp = net(added);
+            cache.insert_recent(dp.as_bytes(), core(&dp), kind);
+            added += 1;
+            assert!(added <= LEARNED_AFTER, "learned by now");
+        }
+        assert_eq!(added, LEARNED_AFTER);
+        assert_eq!(
+            cache.len(),
+            LEARNED_AFTER as usize,
+            "those stay until evicted"
+        );
+        // Another kind is still tried; one climb keeps it remembered.
+        for i in 0..LEARNED_AFTER * 2 {
+            let dp = format!("/devices/host0/target0:0:{i}/0:0:{i}:0");
+            let kind = cache.added(dp.as_bytes(), b"scsi", b"scsi_device");
+            cache.insert_recent(dp.as_bytes(), core(&dp), kind.expect("a parent kind"));
+            if i == LEARNED_AFTER - 1 {
+                assert!(cache.get(dp.as_bytes()).is_some());
+            }
+        }
+        assert!(cache
+            .added(b"/devices/virtual/net/x", b"net", b"")
+            .is_none());
+        let wlan = cache.added(b"/devices/virtual/net/w", b"net", b"wlan");
+        assert!(wlan.is_some(), "devtype is part of the kind");
     }
 
     #[test]
