@@ -1322,6 +1322,17 @@ mod tests {
         assert!(noted(&format!("{sdev}/block")));
         assert!(noted("/devices/pci0/host0/target0:0:0"));
         assert!(!noted("/devices"), "the top is never climbed to");
+        fake_device(root, "/devices/virtual/net/lo", "net", "INTERFACE=lo\n");
+        let again = Sysfs::new(root).with_parent_cache();
+        walk_devices_remembering(&again, |_| {}).unwrap();
+        assert!(
+            again
+                .parent_cache()
+                .unwrap()
+                .get(b"/devices/virtual/net")
+                .is_none(),
+            "a class directory of virtual devices is known without a note"
+        );
         assert!(!noted(sdev));
         // The device above `block` is added: the rules of its event may
         // have written its attributes, not made `block` a device.

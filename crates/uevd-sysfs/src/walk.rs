@@ -235,15 +235,17 @@ fn walk(sysfs: &Sysfs, remember: bool, mut visit: impl FnMut(Visit<'_>)) -> io::
     Ok(count)
 }
 
-/// Notes the directory holding `devpath`, which is not a device, unless it
-/// is `/devices` itself or was the last noted (the interfaces in
+/// Notes the directory holding `devpath`, which is not a device, unless a
+/// climb knows it without asking (`/devices`, `/devices/virtual/<class>`)
+/// or it was the last noted (the interfaces in
 /// `virtual/net` come one after another).
 fn note_between(sysfs: &Sysfs, devpath: &[u8], noted: &mut Vec<u8>) {
     let Some(slash) = devpath.iter().rposition(|&c| c == b'/') else {
         return;
     };
     let between = &devpath[..slash];
-    if between == b"/devices" || between == &noted[..] {
+    // What a climb never asks the cache about needs no note.
+    if crate::never_a_device(between) || between == &noted[..] {
         return;
     }
     sysfs.not_a_device(between);
