@@ -580,12 +580,6 @@ impl Daemon {
             || self.processor.rules(),
             batch.iter().map(|(_, job)| &job.event),
         );
-        self.submit_asked_ahead(batch);
-    }
-
-    /// [`Daemon::submit`] for events whose drivers were asked for ahead
-    /// already.
-    pub(crate) fn submit_asked_ahead(&self, batch: Vec<(EventKeys, Job)>) {
         for (_, job) in &batch {
             self.sysfs.event_seen(&job.event);
             if let Some(old) = job.event.devpath_old() {
