@@ -626,6 +626,106 @@ static void up_count_syscall(int pid, const unsigned long *chain, unsigned long 
     up_sys[i].count++;
 }
 
+/* Busy and idle samples of every CPU by 50 ms of CLOCK_BOOTTIME (the
+ * timeline's clock), to see when the machine had CPU to spare. */
+#define UP_BUCKET_NS 50000000ul
+#define UP_BUCKETS 4096
+static unsigned long up_bucket0, up_busy[UP_BUCKETS], up_idle[UP_BUCKETS];
+
+static void up_count_time(unsigned long time, int busy)
+{
+    if (!time) return;
+    if (!up_bucket0) up_bucket0 = time - time % UP_BUCKET_NS;
+    if (time < up_bucket0) return;
+    unsigned long b = (time - up_bucket0) / UP_BUCKET_NS;
+    if (b >= UP_BUCKETS) return;
+    if (busy) up_busy[b]++;
+    else up_idle[b]++;
+}
+
+/* Off-CPU: every few milliseconds, the kernel stack of each thread of a
+ * process named "uevd" that sleeps uninterruptibly (state D: a mutex, a
+ * rwsem, a page lock, I/O), counted by its 50 ms bucket and its frames.
+ * What cpu-clock samples cannot show: where threads waited while a CPU
+ * was idle. */
+#define UP_WAITS 4096
+static int up_offcpu;
+static struct up_wait { unsigned long bucket, count; char *stack; } up_waits[UP_WAITS];
+static int up_nwaits;
+static int up_uevd_pids[16], up_nuevd;
+static unsigned long up_offcpu_polls;
+
+static void up_find_uevd(void)
+{
+    DIR *d = opendir("/proc");
+    if (!d) return;
+    struct dirent *e;
+    up_nuevd = 0;
+    char path[300], comm[32];
+    while ((e = readdir(d)) && up_nuevd < 16) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%s/comm", e->d_name);
+        if (!read_file(path, comm, sizeof comm) && !strcmp(comm, "uevd\n"))
+            up_uevd_pids[up_nuevd++] = atoi(e->d_name);
+    }
+    closedir(d);
+}
+
+static void up_poll_waits(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    unsigned long now = ts.tv_sec * 1000000000ul + ts.tv_nsec;
+    if (up_offcpu_polls++ % 20 == 0) up_find_uevd();
+    char path[320], buf[4096];
+    for (int i = 0; i < up_nuevd; i++) {
+        snprintf(path, sizeof path, "/proc/%d/task", up_uevd_pids[i]);
+        DIR *d = opendir(path);
+        if (!d) continue;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+            snprintf(path, sizeof path, "/proc/%d/task/%s/stat", up_uevd_pids[i], e->d_name);
+            if (read_file(path, buf, sizeof buf)) continue;
+            char *r = strrchr(buf, ')');
+            if (!r || r[1] != ' ' || r[2] != 'D') continue;
+            snprintf(path, sizeof path, "/proc/%d/task/%s/stack", up_uevd_pids[i], e->d_name);
+            if (read_file(path, buf, sizeof buf)) continue;
+            /* "[<0>] name+0x1/0x2" lines: keep the names, innermost first. */
+            char stack[512] = "", *line = buf;
+            size_t used = 0;
+            for (int depth = 0; line && *line && depth < 12; depth++) {
+                char *nl = strchr(line, '\n');
+                if (nl) *nl = 0;
+                char *name = strchr(line, ' ');
+                if (name) {
+                    name++;
+                    size_t n = strcspn(name, "+");
+                    if (used + n + 2 < sizeof stack) {
+                        if (used) stack[used++] = '<';
+                        memcpy(stack + used, name, n);
+                        used += n;
+                        stack[used] = 0;
+                    }
+                }
+                line = nl ? nl + 1 : NULL;
+            }
+            unsigned long bucket = now - now % UP_BUCKET_NS;
+            int k;
+            for (k = 0; k < up_nwaits; k++)
+                if (up_waits[k].bucket == bucket && !strcmp(up_waits[k].stack, stack)) break;
+            if (k == up_nwaits) {
+                if (up_nwaits == UP_WAITS) continue;
+                up_waits[k].bucket = bucket;
+                up_waits[k].stack = strdup(stack);
+                up_nwaits++;
+            }
+            up_waits[k].count++;
+        }
+        closedir(d);
+    }
+}
+
 static void up_drain(struct perf_event_mmap_page *mp, long page)
 {
     unsigned char *data = (unsigned char *)mp + page;
@@ -642,20 +742,22 @@ static void up_drain(struct perf_event_mmap_page *mp, long page)
         for (unsigned i = 0; i < len; i++)
             rec[i] = data[(tail + i) & (size - 1)];
         if (hdr.type == PERF_RECORD_SAMPLE && len >= sizeof hdr + 16) {
-            unsigned long ip;
+            unsigned long ip, time = 0;
             unsigned int pid, tid;
             memcpy(&ip, rec + sizeof hdr, 8);
             memcpy(&pid, rec + sizeof hdr + 8, 4);
             memcpy(&tid, rec + sizeof hdr + 12, 4);
+            if (len >= sizeof hdr + 24) memcpy(&time, rec + sizeof hdr + 16, 8);
             int user = (hdr.misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_USER;
+            up_count_time(time, pid != 0);
             if (pid) /* not the idle task */
                 up_count(pid, tid, ip, user);
             unsigned long nr = 0;
-            if (len >= sizeof hdr + 24) memcpy(&nr, rec + sizeof hdr + 16, 8);
-            if (pid && !user && up_ksyms && len >= sizeof hdr + 24 + nr * 8)
-                up_count_syscall(pid, (const unsigned long *)(rec + sizeof hdr + 24), nr);
-            if (pid && user && up_callers && len >= sizeof hdr + 24 + nr * 8)
-                up_count_chain(pid, (const unsigned long *)(rec + sizeof hdr + 24), nr);
+            if (len >= sizeof hdr + 32) memcpy(&nr, rec + sizeof hdr + 24, 8);
+            if (pid && !user && up_ksyms && len >= sizeof hdr + 32 + nr * 8)
+                up_count_syscall(pid, (const unsigned long *)(rec + sizeof hdr + 32), nr);
+            if (pid && user && up_callers && len >= sizeof hdr + 32 + nr * 8)
+                up_count_chain(pid, (const unsigned long *)(rec + sizeof hdr + 32), nr);
         } else if (hdr.type == PERF_RECORD_COMM && len > sizeof hdr + 8) {
             unsigned int pid, tid;
             memcpy(&pid, rec + sizeof hdr, 4);
@@ -713,7 +815,9 @@ static int uprofile(const char *out, long period_ns)
         a.size = sizeof a;
         a.config = PERF_COUNT_SW_CPU_CLOCK;
         a.sample_period = period_ns;
-        a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_CALLCHAIN;
+        a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
+        a.use_clockid = 1;
+        a.clockid = CLOCK_BOOTTIME;
         a.exclude_callchain_user = !up_callers;
         a.sample_max_stack = 64;
         a.comm = 1;
@@ -731,10 +835,14 @@ static int uprofile(const char *out, long period_ns)
     /* Started: whoever waits for the sampler to run may go on. */
     printf("sampling\n");
     fflush(stdout);
-    struct timespec nap = { 0, 20 * 1000 * 1000 };
+    struct timespec nap = { 0, 20 * 1000 * 1000 }, short_nap = { 0, 5 * 1000 * 1000 };
+    unsigned long round = 0;
     while (!up_stop) {
-        for (int c = 0; c < ncpu; c++) up_drain(rings[c], page);
-        nanosleep(&nap, NULL);
+        if (!up_offcpu || round % 4 == 0)
+            for (int c = 0; c < ncpu; c++) up_drain(rings[c], page);
+        if (up_offcpu) up_poll_waits();
+        round++;
+        nanosleep(up_offcpu ? &short_nap : &nap, NULL);
     }
     for (int c = 0; c < ncpu; c++) {
         ioctl(fds[c], PERF_EVENT_IOC_DISABLE, 0);
@@ -765,6 +873,11 @@ static int uprofile(const char *out, long period_ns)
     for (size_t i = 0; i < UP_SLOTS; i++)
         if (up_tab[i].count) up_tab[n++] = up_tab[i];
     qsort(up_tab, n, sizeof *up_tab, up_cmp);
+    for (int b = 0; b < UP_BUCKETS; b++)
+        if (up_busy[b] || up_idle[b])
+            fprintf(f, "q %lu %lu %lu\n", up_bucket0 + b * UP_BUCKET_NS, up_busy[b], up_idle[b]);
+    for (int i = 0; i < up_nwaits; i++)
+        fprintf(f, "w %lu %lu %s\n", up_waits[i].bucket, up_waits[i].count, up_waits[i].stack);
     for (int i = 0; i < up_nsys; i++)
         fprintf(f, "y %d %lu %s\n", up_sys[i].pid, up_sys[i].count, up_sys[i].name);
     for (int i = 0; i < UP_CHAINS; i++) {
@@ -1035,7 +1148,10 @@ int main(int argc, char **argv)
     if (argc >= 2 && !strcmp(argv[1], "kprofile"))
         return kprofile();
     if (argc >= 3 && !strcmp(argv[1], "uprofile")) {
-        up_callers = argc >= 5 && !strcmp(argv[4], "callers");
+        for (int i = 4; i < argc; i++) {
+            up_callers |= !strcmp(argv[i], "callers");
+            up_offcpu |= !strcmp(argv[i], "offcpu");
+        }
         return uprofile(argv[2], argc >= 4 ? atol(argv[3]) : 500000);
     }
     if (argc >= 4 && !strcmp(argv[1], "waitfile")) {
