@@ -454,6 +454,110 @@ fn named_tally_table(
 }
 
 /// The whole report.
+/// How the machine's CPUs were used between two times, from the
+/// journal's CPU records.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CpuUse {
+    pub cpus: u32,
+    /// CPU seconds, all CPUs together.
+    pub busy: f64,
+    pub iowait: f64,
+    pub idle: f64,
+    /// The least busy stretch of at least [`LEAST_BUSY_NS`] (start, end,
+    /// busy share), when the records cover that much.
+    pub least_busy: Option<(u64, u64, f64)>,
+}
+
+impl CpuUse {
+    pub fn total(&self) -> f64 {
+        self.busy + self.iowait + self.idle
+    }
+}
+
+/// The shortest stretch [`CpuUse::least_busy`] looks at: a few of the
+/// records' tenth-of-a-second spans, long enough that a tick's rounding
+/// does not decide it.
+pub const LEAST_BUSY_NS: u64 = 500_000_000;
+
+/// How the CPUs were used from `from` to `to`: each recorded span counted
+/// for the part of it inside. None without CPU records there.
+pub fn cpu_use(j: &Journal, from: u64, to: u64) -> Option<CpuUse> {
+    let spans: Vec<_> = j
+        .cpu_spans()
+        .into_iter()
+        .filter_map(|sp| {
+            let (s, e) = (sp.start.max(from), sp.end.min(to));
+            (e > s).then(|| {
+                let f = (e - s) as f64 / (sp.end - sp.start) as f64;
+                (s, e, sp.busy * f, sp.iowait * f, sp.idle * f)
+            })
+        })
+        .collect();
+    if spans.is_empty() {
+        return None;
+    }
+    let sum = |sl: &[(u64, u64, f64, f64, f64)]| {
+        sl.iter()
+            .fold((0.0, 0.0, 0.0), |a, x| (a.0 + x.2, a.1 + x.3, a.2 + x.4))
+    };
+    let (busy, iowait, idle) = sum(&spans);
+    let mut least: Option<(u64, u64, f64)> = None;
+    let mut first = 0;
+    for last in 0..spans.len() {
+        // The shortest window ending here that is long enough.
+        while first < last && spans[last].1 - spans[first + 1].0 >= LEAST_BUSY_NS {
+            first += 1;
+        }
+        if spans[last].1 - spans[first].0 < LEAST_BUSY_NS {
+            continue;
+        }
+        let (b, w, i) = sum(&spans[first..=last]);
+        let share = if b + w + i > 0.0 {
+            b / (b + w + i)
+        } else {
+            0.0
+        };
+        if least.is_none_or(|l| share < l.2) {
+            least = Some((spans[first].0, spans[last].1, share));
+        }
+    }
+    let cpus = j.cpu.iter().map(|c| c.cpus).max().unwrap_or(0);
+    Some(CpuUse {
+        cpus,
+        busy,
+        iowait,
+        idle,
+        least_busy: least,
+    })
+}
+
+fn cpu_lines(out: &mut String, j: &Journal, first: u64, last: u64) {
+    let Some(u) = cpu_use(j, first, last) else {
+        return;
+    };
+    let t = u.total().max(f64::MIN_POSITIVE);
+    let _ = writeln!(
+        out,
+        "The machine's {} CPUs meanwhile: {:.1}% busy, {:.1}% idle waiting for I/O, {:.1}% idle \
+         ({:.2} CPU-seconds unused of {:.2}).",
+        u.cpus,
+        100.0 * u.busy / t,
+        100.0 * u.iowait / t,
+        100.0 * u.idle / t,
+        u.iowait + u.idle,
+        u.total()
+    );
+    if let Some((s, e, share)) = u.least_busy {
+        let _ = writeln!(
+            out,
+            "Least busy stretch: {:.6}s to {:.6}s, {:.1}% busy.",
+            s as f64 / 1e9,
+            e as f64 / 1e9,
+            100.0 * share
+        );
+    }
+}
+
 pub fn report(j: &Journal, by: SortBy, limit: usize) -> String {
     let mut out = String::new();
     let workers: std::collections::BTreeSet<usize> = j.events.iter().map(|e| e.worker).collect();
@@ -473,6 +577,7 @@ pub fn report(j: &Journal, by: SortBy, limit: usize) -> String {
         dur(waited / j.events.len().max(1) as u64),
         dur(longest_wait),
     );
+    cpu_lines(&mut out, j, first, last);
     if let (Some(t), Some(s)) = (j.trigger_start(), j.settle_done()) {
         let _ = writeln!(
             out,
@@ -698,6 +803,13 @@ pub fn json(j: &Journal, by: SortBy, limit: usize) -> String {
         "failed": j.events.iter().filter(|e| e.failed()).count(),
         "trigger": j.trigger_start(),
         "settle_done": j.settle_done(),
+        "cpu": cpu_use(j, first, last).map(|u| json!({
+            "cpus": u.cpus,
+            "busy": (u.busy * 1e9) as u64,
+            "iowait": (u.iowait * 1e9) as u64,
+            "idle": (u.idle * 1e9) as u64,
+            "least_busy": u.least_busy.map(|(s, e, share)| json!({"start": s, "end": e, "busy_share": share})),
+        })),
         "slowest": slowest,
         "subsystems": subsystems,
         "steps": steps(j).iter().map(|t| tally_json(t, Some(busy))).collect::<Vec<_>>(),
@@ -934,6 +1046,68 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&json(&j, SortBy::Processing, 0)).unwrap();
         assert_eq!(v["builtins"], serde_json::json!([]));
         assert_eq!(v["slowest"].as_array().unwrap().len(), 3);
+    }
+
+    /// CPU records every 100 ms over 2 s of events, the machine half idle
+    /// from 1.0 to 1.6 s: the share over the events' span, and that
+    /// stretch as the least busy.
+    #[test]
+    fn the_machines_cpus_over_the_events_span_and_the_least_busy_stretch() {
+        let mut text = String::from(
+            r#"{"type":"header","format":"uevd-timeline","version":2,"pid":1,"started":0}
+{"type":"event","id":1,"action":"add","devpath":"/devices/a","subsystem":"scsi","source":"kernel","worker":0,"arrived":1000000000,"started":1000000000,"finished":2000000000,"steps":[],"result":"ok"}
+{"type":"event","id":2,"action":"add","devpath":"/devices/b","subsystem":"scsi","source":"kernel","worker":1,"arrived":1500000000,"started":2000000000,"finished":3000000000,"steps":[],"result":"ok"}
+"#,
+        );
+        // Two CPUs at 100 ticks a second: 20 ticks per 100 ms.
+        let (mut busy, mut idle, mut iowait) = (0u64, 0u64, 0u64);
+        for i in 0..=30u64 {
+            let at = 500_000_000 + i * 100_000_000;
+            text.push_str(&format!(
+                r#"{{"type":"cpu","at":{at},"busy":{busy},"idle":{idle},"iowait":{iowait},"cpus":2,"hz":100}}"#
+            ));
+            text.push('\n');
+            // The span that starts at `at`: half idle from 1.0 s to 1.6 s.
+            if (1_000_000_000..1_600_000_000).contains(&at) {
+                busy += 10;
+                idle += 6;
+                iowait += 4;
+            } else {
+                busy += 20;
+            }
+        }
+        let j = Journal::parse(&text).unwrap();
+        let u = cpu_use(&j, 1_000_000_000, 3_000_000_000).unwrap();
+        assert_eq!(u.cpus, 2);
+        assert!((u.total() - 4.0).abs() < 1e-9, "{u:?}");
+        assert!(
+            (u.busy - 3.4).abs() < 1e-9 && (u.idle - 0.36).abs() < 1e-9,
+            "{u:?}"
+        );
+        let (s, e, share) = u.least_busy.unwrap();
+        assert_eq!((s, e), (1_000_000_000, 1_500_000_000));
+        assert!((share - 0.5).abs() < 1e-9);
+        // Only the part of a span inside counts.
+        let part = cpu_use(&j, 1_050_000_000, 1_150_000_000).unwrap();
+        assert!((part.total() - 0.2).abs() < 1e-9, "{part:?}");
+        assert!(cpu_use(&j, 10_000_000_000, 11_000_000_000).is_none());
+
+        let r = report(&j, SortBy::Processing, 5);
+        assert!(
+            r.contains("The machine's 2 CPUs meanwhile: 85.0% busy, 6.0% idle waiting for I/O, 9.0% idle (0.60 CPU-seconds unused of 4.00)."),
+            "{r}"
+        );
+        assert!(
+            r.contains("Least busy stretch: 1.000000s to 1.500000s, 50.0% busy."),
+            "{r}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&json(&j, SortBy::Processing, 5)).unwrap();
+        assert_eq!(v["cpu"]["cpus"], 2);
+        assert_eq!(v["cpu"]["idle"], 360_000_000);
+        assert_eq!(v["cpu"]["least_busy"]["start"], 1_000_000_000u64);
+        // Without CPU records, nothing is said.
+        let plain = report(&Journal::parse(J2).unwrap(), SortBy::Processing, 5);
+        assert!(!plain.contains("CPUs meanwhile"));
     }
 
     #[test]

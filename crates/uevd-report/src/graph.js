@@ -109,6 +109,12 @@
       return D.steps[ev[10][o]] + " for " + path(ev[3]) + "\nat " + secs(ev[6] + ev[10][o + 1]) +
         ", took " + dur(ev[10][o + 2]);
     }
+    if (k === 5) {
+      var u = D.cpu[r];
+      return "the machine's CPUs, " + secs(u[0]) + " to " + secs(u[1]) + "\n" +
+        Math.round(u[2] / 10) + "% busy, " + Math.round(u[3] / 10) + "% idle waiting for I/O, " +
+        Math.round(u[4] / 10) + "% idle";
+    }
     return "initramfs unpacking\n" + secs(I.s[i]) + " to " + secs(I.e[i]) + ", " +
       dur((I.e[i] - I.s[i]) * 1000);
   }
@@ -122,6 +128,7 @@
       var m = /^program[:=/ ]*(.+)$/.exec(name);
       return m ? m[1] : name;
     }
+    if (k === 5) return Math.round(D.cpu[r][2] / 10) + "%";
     return "initramfs unpacking";
   }
   function fit(text, w, keepEnd) {
@@ -132,8 +139,8 @@
     if (keepEnd) return "\u2026" + chars.slice(chars.length - (n - 1)).join("");
     return chars.slice(0, n - 1).join("") + "\u2026";
   }
-  var CLS = ["ev", "ic", "mod", "prog", "kp"];
-  var WHAT = ["events", "initcalls", "module loads", "programs", "phases"];
+  var CLS = ["ev", "ic", "mod", "prog", "kp", "cpu"];
+  var WHAT = ["events", "initcalls", "module loads", "programs", "phases", "CPU spans"];
 
   function box(lane) {
     return lane.sub ? [lane.y, lane.h - 1] : [lane.y + (D.laneH - D.barH) / 2, D.barH];

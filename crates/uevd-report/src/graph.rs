@@ -16,6 +16,7 @@ use crate::journal::Journal;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use uevd_timeline::json_string;
+use uevd_timeline::read::CpuSpan;
 
 const LABEL_W: f64 = 190.0;
 const AXIS_H: f64 = 34.0;
@@ -70,6 +71,7 @@ enum Kind {
     Module = 2,
     Program = 3,
     Unpack = 4,
+    Cpu = 5,
 }
 
 impl Kind {
@@ -80,6 +82,7 @@ impl Kind {
             Kind::Module => "mod",
             Kind::Program => "prog",
             Kind::Unpack => "kp",
+            Kind::Cpu => "cpu",
         }
     }
 }
@@ -117,7 +120,19 @@ const PAL_MOD_INITCALL: u16 = 1;
 const PAL_MODULE: u16 = 2;
 const PAL_PROGRAM: u16 = 3;
 const PAL_UNPACK: u16 = 4;
-const PAL_FIXED: [&str; 5] = ["#8a9bb0", "#9b7bc4", "#e08a2c", "#33475b", "#4fa3a5"];
+/// The machine's CPUs, by busy share: below 50 %, to 75 %, to 90 %, to
+/// 97 %, and above: the paler, the more was left unused.
+const PAL_CPU: u16 = 5;
+const CPU_SHADES: [f64; 4] = [0.5, 0.75, 0.9, 0.97];
+const PAL_FIXED: [&str; 10] = [
+    "#8a9bb0", "#9b7bc4", "#e08a2c", "#33475b", "#4fa3a5", "#f3e6c4", "#e9c97a", "#d9a43a",
+    "#b97c1c", "#7a4f0e",
+];
+
+/// The palette entry of a CPU span that was `share` busy.
+fn cpu_colour(share: f64) -> u16 {
+    PAL_CPU + CPU_SHADES.iter().filter(|&&t| share >= t).count() as u16
+}
 
 /// A stable colour per subsystem: the hue comes from a hash of the name,
 /// so the same subsystem looks the same in every graph.
@@ -169,6 +184,8 @@ struct Layout<'a> {
     subsystems: Vec<String>,
     /// Program items: (event index, step index).
     programs: Vec<(u32, u32)>,
+    /// The machine's CPUs between the journal's CPU records.
+    cpu: Vec<CpuSpan>,
     critical: Vec<usize>,
     height: f64,
 }
@@ -215,6 +232,7 @@ impl<'a> Layout<'a> {
             palette: PAL_FIXED.iter().map(|s| s.to_string()).collect(),
             subsystems: Vec::new(),
             programs: Vec::new(),
+            cpu: journal.map(|j| j.cpu_spans()).unwrap_or_default(),
             critical: journal.map(critical::path).unwrap_or_default(),
             height: 0.0,
         };
@@ -293,6 +311,31 @@ impl<'a> Layout<'a> {
     fn uevd_lanes(&mut self) {
         let Some(j) = self.journal else { return };
         let t0 = self.t0;
+        // The machine's CPUs first: the lanes below say what uevd did, this
+        // one whether the machine had CPU to spare meanwhile.
+        let cpu: Vec<Item> = self
+            .cpu
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.end > t0 && us(c.start, t0) < self.span)
+            .map(|(i, c)| Item {
+                s: us(c.start.max(t0), t0),
+                e: us(c.end, t0).min(self.span),
+                kind: Kind::Cpu,
+                colour: cpu_colour(c.busy_share()),
+                r: i as u32,
+                crit: false,
+            })
+            .collect();
+        if !cpu.is_empty() {
+            self.lanes.push(Lane {
+                label: "machine CPUs, busy".into(),
+                sub: false,
+                y: 0.0,
+                h: LANE_H,
+                items: cpu,
+            });
+        }
         // Subsystem colours, most time first, so the legend reads in order.
         let mut time: BTreeMap<&str, u64> = BTreeMap::new();
         for e in &j.events {
@@ -524,6 +567,18 @@ impl<'a> Layout<'a> {
                 let (s, e) = self.dmesg.and_then(Dmesg::unpack).unwrap_or((0, 0));
                 format!("initramfs unpacking\n{} to {}, {}", t(s), t(e), dur(e - s))
             }
+            Kind::Cpu => {
+                let c = &self.cpu[it.r as usize];
+                let share = |x: f64| 100.0 * x / c.total().max(f64::MIN_POSITIVE);
+                format!(
+                    "the machine's CPUs, {} to {}\n{:.0}% busy, {:.0}% idle waiting for I/O, {:.0}% idle",
+                    t(c.start),
+                    t(c.end),
+                    share(c.busy),
+                    share(c.iowait),
+                    share(c.idle)
+                )
+            }
         }
     }
 
@@ -546,6 +601,7 @@ impl<'a> Layout<'a> {
                 })
             }
             Kind::Unpack => "initramfs unpacking".into(),
+            Kind::Cpu => format!("{:.0}%", 100.0 * self.cpu[it.r as usize].busy_share()),
         }
     }
 }
@@ -646,6 +702,7 @@ impl Draw<'_, '_> {
             Kind::Module => "module loads",
             Kind::Program => "programs",
             Kind::Unpack => "phases",
+            Kind::Cpu => "CPU spans",
         };
         let t0 = self.layout.t0;
         let from = secs((t0 as i128 + p.from_us as i128 * 1000).max(0) as u64);
@@ -1018,6 +1075,25 @@ fn data_json(l: &Layout, width: f64) -> String {
         o.push_str(r#"],"acts":[],"paths":[],"steps":[],"mods":[],"progs":["#);
         o.push(']');
     }
+    // The machine's CPUs as [start, end (µs), busy, idle waiting for I/O,
+    // idle (per mille)].
+    o.push_str(",\"cpu\":[");
+    for (i, c) in l.cpu.iter().enumerate() {
+        if i > 0 {
+            o.push(',');
+        }
+        let per_mille = |x: f64| (1000.0 * x / c.total().max(f64::MIN_POSITIVE)).round() as u32;
+        let _ = write!(
+            o,
+            "[{},{},{},{},{}]",
+            us(c.start, t0),
+            us(c.end, t0),
+            per_mille(c.busy),
+            per_mille(c.iowait),
+            per_mille(c.idle)
+        );
+    }
+    o.push(']');
     // Initcalls as [name, module or null, pid or null, return or null].
     o.push_str(",\"ic\":[");
     if let Some(d) = l.dmesg {
@@ -1135,6 +1211,12 @@ fn legend(l: &Layout, out: &mut String) {
     }
     if !l.programs.is_empty() {
         chip(PAL_FIXED[PAL_PROGRAM as usize], "program", "", out);
+    }
+    if !l.cpu.is_empty() {
+        let names = ["CPUs < 50% busy", "< 75%", "< 90%", "< 97%", ">= 97%"];
+        for (i, name) in names.iter().enumerate() {
+            chip(PAL_FIXED[PAL_CPU as usize + i], name, "", out);
+        }
     }
     out.push_str(r#"<span class="chip"><i class="critchip"></i>critical path</span></div>"#);
 }
@@ -1366,6 +1448,61 @@ mod tests {
         assert!(html.contains("/devices/&lt;x&gt;&amp;&quot;y&quot;"));
         assert!(html.contains(r#"\u003cx\u003e\u0026\"y\""#));
         assert!(!html.contains("<x>"));
+    }
+
+    /// A journal with CPU records gets a lane of the machine's CPUs: a
+    /// bar per span, shaded by how busy it was, its share in the title and
+    /// the page's data.
+    #[test]
+    fn the_machines_cpus_get_a_lane() {
+        let mut t = String::from(concat!(
+            r#"{"type":"header","format":"uevd-timeline","version":2,"pid":1,"started":0}"#,
+            "\n",
+            r#"{"type":"event","id":1,"action":"add","devpath":"/devices/a","subsystem":"scsi","source":"kernel","worker":0,"arrived":0,"started":1000000,"finished":400000000,"steps":[],"result":"ok"}"#,
+            "\n"
+        ));
+        // 100 ms spans of two CPUs: fully busy, then 60 % busy and 40 %
+        // waiting for I/O, then fully busy.
+        for (i, (busy, iowait)) in [(0, 0), (20, 0), (32, 8), (52, 8)].iter().enumerate() {
+            let _ = writeln!(
+                t,
+                r#"{{"type":"cpu","at":{},"busy":{busy},"idle":0,"iowait":{iowait},"cpus":2,"hz":100}}"#,
+                i as u64 * 100_000_000
+            );
+        }
+        let j = Journal::parse(&t).unwrap();
+        let (html, _) = render(Some(&j), None, &Options::default());
+        assert!(html.contains("machine CPUs, busy"));
+        assert_eq!(html.matches(r#"<rect class="cpu""#).count(), 3);
+        assert!(
+            html.contains("60% busy, 40% idle waiting for I/O, 0% idle"),
+            "{html}"
+        );
+        let shade = |c: u16| format!(r#"fill="{}""#, PAL_FIXED[c as usize]);
+        assert_eq!(
+            html.matches(&shade(cpu_colour(1.0))).count(),
+            2,
+            "the two busy spans"
+        );
+        assert!(html.contains("CPUs &lt; 50% busy"), "the legend");
+        assert!(html.contains(&shade(cpu_colour(0.6))));
+        assert_eq!(cpu_colour(0.6), PAL_CPU + 1);
+        assert_eq!(cpu_colour(0.2), PAL_CPU);
+        let data_start = html
+            .find(r#"<script type="application/json" id="data">"#)
+            .unwrap();
+        let data = &html[data_start..];
+        let data = &data[data.find('>').unwrap() + 1..data.find("</script>").unwrap()];
+        let v: serde_json::Value = serde_json::from_str(data).unwrap();
+        assert_eq!(
+            v["cpu"][1],
+            serde_json::json!([100_000, 200_000, 600, 400, 0])
+        );
+        // No CPU records, no lane.
+        let plain = Journal::parse(&t.lines().take(2).collect::<Vec<_>>().join("\n")).unwrap();
+        assert!(!render(Some(&plain), None, &Options::default())
+            .0
+            .contains("machine CPUs"));
     }
 
     #[test]

@@ -80,6 +80,16 @@ fn spaced_journal() -> String {
             s + 200_000
         );
     }
+    // The machine's CPUs every 100 ms: two CPUs 75 % busy.
+    for i in 0..5u64 {
+        let _ = writeln!(
+            t,
+            r#"{{"type":"cpu","at":{},"busy":{},"idle":{},"iowait":0,"cpus":2,"hz":100}}"#,
+            1_000_000_000 + i * 100_000_000,
+            i * 15,
+            i * 5
+        );
+    }
     t.push_str(
         "{\"type\":\"mark\",\"name\":\"settle-request\",\"at\":1300000000,\"detail\":\"120\"}\n",
     );
@@ -113,6 +123,8 @@ fn every_bar_is_drawn() {
         dom.contains("add /devices/test/d6 (block)"),
         "titles name the devpath"
     );
+    assert_eq!(count(&dom, r#"<rect class="cpu""#), 4, "the CPUs' spans");
+    assert!(dom.contains("75% busy, 0% idle waiting for I/O, 25% idle"));
 }
 
 #[test]

@@ -21,6 +21,14 @@
 //! Marks: `coldplug-start`, `coldplug-end`, `overflow`, `rescan-start`,
 //! `rescan-end`, `settle-request`, `settle-done`, `exit`.
 //!
+//! While records come in, the machine's CPU time so far is recorded about
+//! ten times a second, from the first line of `/proc/stat`:
+//! `{"type":"cpu","at":T,"busy":B,"idle":I,"iowait":W,"cpus":N,"hz":H}`,
+//! in ticks of `hz` per second summed over the `cpus` CPUs (`busy` is user,
+//! nice, system, irq, softirq and steal time). Two records apart show how
+//! busy the machine was between them: where a boot left CPUs unused, and
+//! whether they waited for I/O.
+//!
 //! Workers append records to a shared buffer that is written out in large
 //! chunks, so recording an event costs a copy, not a system call.
 
@@ -183,6 +191,61 @@ pub struct ModuleRecord {
     pub result: String,
 }
 
+/// The machine's CPU time so far, in ticks of [`CpuTimes::hz`] summed over
+/// all CPUs, as the first line of `/proc/stat` has it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// user, nice, system, irq, softirq and steal.
+    pub busy: u64,
+    pub idle: u64,
+    /// Idle with I/O outstanding.
+    pub iowait: u64,
+    pub cpus: u32,
+    pub hz: u64,
+}
+
+impl CpuTimes {
+    /// Reads `/proc/stat`; None where there is none (no procfs).
+    pub fn read() -> Option<CpuTimes> {
+        let text = std::fs::read_to_string("/proc/stat").ok()?;
+        let mut times = CpuTimes::parse(&text)?;
+        times.hz = rustix::param::clock_ticks_per_second();
+        Some(times)
+    }
+
+    /// The totals of `/proc/stat`'s text: its `cpu` line, and how many
+    /// `cpuN` lines follow it.
+    pub fn parse(text: &str) -> Option<CpuTimes> {
+        let mut lines = text.lines();
+        let first = lines.next()?;
+        let mut fields = first.split_ascii_whitespace();
+        if fields.next()? != "cpu" {
+            return None;
+        }
+        // user nice system idle iowait irq softirq steal (guest and
+        // guest_nice are already in user and nice).
+        let v: Vec<u64> = fields
+            .take(8)
+            .map(|f| f.parse().ok())
+            .collect::<Option<_>>()?;
+        if v.len() < 5 {
+            return None;
+        }
+        let at = |i: usize| v.get(i).copied().unwrap_or(0);
+        let cpus = lines
+            .take_while(|l| l.starts_with("cpu"))
+            .filter(|l| l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+            .count() as u32;
+        Some(CpuTimes {
+            busy: at(0) + at(1) + at(2) + at(5) + at(6) + at(7),
+            idle: at(3),
+            iowait: at(4),
+            cpus,
+            hz: 100,
+        })
+    }
+}
+
 /// A record in the journal.
 // An entry lives only from the end of its event to its serialization,
 // one at a time per worker: boxing the event would cost an allocation
@@ -196,6 +259,11 @@ pub enum Entry {
         name: &'static str,
         at: u64,
         detail: String,
+    },
+    /// The machine's CPU time so far, at `at`.
+    Cpu {
+        at: u64,
+        times: CpuTimes,
     },
 }
 
@@ -343,6 +411,13 @@ impl Entry {
                 json_string(&mut o, detail, false);
                 o.push('}');
             }
+            Entry::Cpu { at, times: t } => {
+                let _ = write!(
+                    o,
+                    "{{\"type\":\"cpu\",\"at\":{at},\"busy\":{},\"idle\":{},\"iowait\":{},\"cpus\":{},\"hz\":{}}}",
+                    t.busy, t.idle, t.iowait, t.cpus, t.hz
+                );
+            }
         }
         o
     }
@@ -368,6 +443,8 @@ struct Output {
 struct Sink {
     pending: Mutex<Pending>,
     output: Mutex<Output>,
+    /// The flusher, woken by marks.
+    flusher: Mutex<Option<std::thread::Thread>>,
 }
 
 /// Records are appended to a memory buffer by whichever thread processed
@@ -375,7 +452,14 @@ struct Sink {
 /// chunks: when the buffer fills, and by a flusher a few times a second so
 /// readers see a running daemon's journal.
 const CHUNK: usize = 256 * 1024;
-const FLUSH_EVERY: Duration = Duration::from_millis(200);
+/// How often the flusher looks while records come in: it writes out what
+/// is buffered and records the machine's CPU time ([`Entry::Cpu`]).
+const FLUSH_EVERY: Duration = Duration::from_millis(100);
+/// How often it looks once nothing came in for [`QUIET_ROUNDS`] looks: a
+/// daemon waiting for devices wakes once a second, and a mark (the start
+/// of a coldplug, a settle) wakes it at once.
+const FLUSH_QUIET: Duration = Duration::from_secs(1);
+const QUIET_ROUNDS: u32 = 10;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -429,6 +513,45 @@ impl Sink {
     fn flush(&self) -> io::Result<()> {
         self.write_out(lock(&self.pending))
     }
+
+    /// Bytes accepted so far: what tells the flusher records came in.
+    fn accepted(&self) -> u64 {
+        lock(&self.pending).accepted
+    }
+
+    /// Records the machine's CPU time now.
+    fn sample_cpu(&self) {
+        if let Some(times) = CpuTimes::read() {
+            self.append(&Entry::Cpu { at: now(), times }.to_json());
+        }
+    }
+
+    fn wake_flusher(&self) {
+        if let Some(t) = &*lock(&self.flusher) {
+            t.unpark();
+        }
+    }
+}
+
+/// The flusher's loop: while records come in, every [`FLUSH_EVERY`] a CPU
+/// record and a write; once quiet, a look every [`FLUSH_QUIET`].
+fn flush_loop(sink: &Sink, stop: &AtomicBool, mut seen: u64) {
+    let mut quiet = 0;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::park_timeout(if quiet >= QUIET_ROUNDS {
+            FLUSH_QUIET
+        } else {
+            FLUSH_EVERY
+        });
+        if sink.accepted() != seen {
+            sink.sample_cpu();
+            seen = sink.accepted();
+            quiet = 0;
+        } else {
+            quiet += 1;
+        }
+        let _ = sink.flush();
+    }
 }
 
 /// Where workers hand their records.
@@ -449,6 +572,7 @@ impl JournalWriter {
         self.stop.store(true, Ordering::Relaxed);
         self.flusher.thread().unpark();
         let _ = self.flusher.join();
+        self.sink.sample_cpu();
         self.sink.flush()?;
         lock(&self.sink.output).file.flush()
     }
@@ -483,17 +607,17 @@ impl Journal {
                 file,
                 spare: Vec::with_capacity(CHUNK),
             }),
+            flusher: Mutex::new(None),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let (s, st) = (sink.clone(), stop.clone());
+        // What was there before the first record, the header: the first
+        // record is news to the flusher however late it starts.
+        let seen = sink.accepted();
         let flusher = std::thread::Builder::new()
             .name("journal".into())
-            .spawn(move || {
-                while !st.load(Ordering::Relaxed) {
-                    std::thread::park_timeout(FLUSH_EVERY);
-                    let _ = s.flush();
-                }
-            })?;
+            .spawn(move || flush_loop(&s, &st, seen))?;
+        *lock(&sink.flusher) = Some(flusher.thread().clone());
         Ok((
             Journal {
                 sink: Some(sink.clone()),
@@ -516,13 +640,16 @@ impl Journal {
         }
     }
 
+    /// Records a mark, and has the machine's CPU time recorded right after
+    /// it: a mark starts or ends a phase (a coldplug, a settle).
     pub fn mark(&self, name: &'static str, detail: impl Into<String>) {
-        if self.enabled() {
+        if let Some(sink) = &self.sink {
             self.record(Entry::Mark {
                 name,
                 at: now(),
                 detail: detail.into(),
             });
+            sink.wake_flusher();
         }
     }
 
@@ -795,6 +922,7 @@ mod tests {
             .lines()
             .skip(1)
             .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|v| v["type"] != "cpu")
             .map(|v| {
                 let d = v["detail"].as_str().unwrap();
                 format!(
@@ -825,5 +953,98 @@ mod tests {
         let journal = read::Journal::load(&path).unwrap();
         assert!(journal.marks.len() < 10);
         assert_eq!(journal.marks.last().unwrap().name, "journal-full");
+    }
+
+    #[test]
+    fn cpu_times_are_the_first_line_of_proc_stat_and_its_cpu_count() {
+        let text = "cpu  100 5 50 1000 20 3 2 1 7 0\ncpu0 50 2 25 500 10 1 1 0 3 0\n\
+                    cpu1 50 3 25 500 10 2 1 1 4 0\nintr 12345 0 0\nctxt 99\n";
+        let t = CpuTimes::parse(text).unwrap();
+        // guest time is in user already: not counted twice.
+        assert_eq!((t.busy, t.idle, t.iowait, t.cpus), (161, 1000, 20, 2));
+        assert_eq!(CpuTimes::parse("intr 1\n"), None);
+        assert_eq!(CpuTimes::parse("cpu  1 2\n"), None, "too few fields");
+        let here = CpuTimes::read().unwrap();
+        assert!(here.cpus >= 1 && here.hz > 0 && here.busy + here.idle > 0);
+    }
+
+    /// While records come in, the machine's CPU time is recorded about ten
+    /// times a second, and once right after a mark; a quiet journal records
+    /// none.
+    #[test]
+    fn cpu_time_is_recorded_while_records_come_in_and_not_when_quiet() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.jsonl");
+        let (j, w) = Journal::create(&path, 1 << 20).unwrap();
+        j.mark("coldplug-start", "read");
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < Duration::from_millis(600) {
+            j.record(Entry::Module(ModuleRecord {
+                name: "m".into(),
+                start: now(),
+                end: now(),
+                result: "ok".into(),
+            }));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        j.flush();
+        let busy = read::Journal::load(&path).unwrap().cpu.len();
+        // About six; fewer when this machine is busy.
+        assert!((2..=9).contains(&busy), "{busy} records in 0.6 s");
+        // Quiet: the flusher looks less often and records nothing.
+        std::thread::sleep(Duration::from_millis(1500));
+        j.flush();
+        let journal = read::Journal::load(&path).unwrap();
+        assert!(
+            journal.cpu.len() <= busy + 1,
+            "{} after quiet",
+            journal.cpu.len()
+        );
+        let first = &journal.cpu[0];
+        let mark = journal.marks[0].at;
+        assert!(
+            first.at >= mark && first.at - mark < 50_000_000,
+            "right after the mark"
+        );
+        assert!(journal
+            .cpu
+            .windows(2)
+            .all(|c| c[0].at < c[1].at && c[0].busy <= c[1].busy));
+        let spans = journal.cpu_spans();
+        assert_eq!(spans.len(), journal.cpu.len() - 1);
+        assert!(spans
+            .iter()
+            .all(|s| s.total() > 0.0 && s.busy_share() <= 1.0));
+        drop(j);
+        w.finish().unwrap();
+        let after = read::Journal::load(&path).unwrap();
+        assert_eq!(
+            after.cpu.len(),
+            journal.cpu.len() + 1,
+            "one more at the end"
+        );
+    }
+
+    #[test]
+    fn cpu_spans_leave_out_gaps() {
+        let cpu = |at: u64, busy: u64| {
+            format!(
+                r#"{{"type":"cpu","at":{at},"busy":{busy},"idle":100,"iowait":0,"cpus":2,"hz":100}}"#
+            )
+        };
+        let text = [
+            r#"{"type":"header","format":"uevd-timeline","version":2,"pid":1,"started":0}"#
+                .to_string(),
+            cpu(1_000_000_000, 0),
+            cpu(1_100_000_000, 10),
+            cpu(5_000_000_000, 400),
+            cpu(5_100_000_000, 420),
+        ]
+        .join("\n");
+        let j = read::Journal::parse(&text).unwrap();
+        let spans = j.cpu_spans();
+        assert_eq!(spans.len(), 2, "{spans:?}");
+        assert_eq!((spans[0].busy, spans[0].idle), (0.1, 0.0));
+        assert_eq!((spans[1].start, spans[1].busy), (5_000_000_000, 0.2));
     }
 }

@@ -143,6 +143,55 @@ impl Module {
     }
 }
 
+/// The machine's CPU time so far ([`crate::CpuTimes`]).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+pub struct Cpu {
+    pub at: u64,
+    pub busy: u64,
+    pub idle: u64,
+    #[serde(default)]
+    pub iowait: u64,
+    #[serde(default)]
+    pub cpus: u32,
+    #[serde(default = "default_hz")]
+    pub hz: u64,
+}
+
+fn default_hz() -> u64 {
+    100
+}
+
+/// How busy the machine was between two CPU records.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CpuSpan {
+    pub start: u64,
+    pub end: u64,
+    /// CPU seconds busy, idle and waiting for I/O in the span, all CPUs.
+    pub busy: f64,
+    pub idle: f64,
+    pub iowait: f64,
+}
+
+impl CpuSpan {
+    pub fn total(&self) -> f64 {
+        self.busy + self.idle + self.iowait
+    }
+
+    /// Busy share of the CPUs' time, 0 to 1 (0 for a span with no ticks).
+    pub fn busy_share(&self) -> f64 {
+        let t = self.total();
+        if t > 0.0 {
+            self.busy / t
+        } else {
+            0.0
+        }
+    }
+}
+
+/// A span longer than this between two CPU records is a gap (the daemon
+/// was quiet and did not record), not a span to draw or count.
+pub const CPU_GAP_NS: u64 = 1_500_000_000;
+
 // One line is read at a time: the size of the largest variant costs nothing.
 #[allow(clippy::large_enum_variant)]
 #[derive(Deserialize)]
@@ -152,6 +201,7 @@ enum Line {
     Event(Event),
     Mark(Mark),
     Module(Module),
+    Cpu(Cpu),
     #[serde(other)]
     Other,
 }
@@ -163,6 +213,8 @@ pub struct Journal {
     pub events: Vec<Event>,
     pub marks: Vec<Mark>,
     pub modules: Vec<Module>,
+    /// The machine's CPU time, as recorded while records came in.
+    pub cpu: Vec<Cpu>,
     /// Records of a type this reader does not know.
     pub skipped: usize,
 }
@@ -213,6 +265,7 @@ impl Journal {
             events: Vec::new(),
             marks: Vec::new(),
             modules: Vec::new(),
+            cpu: Vec::new(),
             skipped: 0,
         };
         while let Some((n, l)) = lines.next() {
@@ -220,6 +273,7 @@ impl Journal {
                 Ok(Line::Event(e)) => journal.events.push(e),
                 Ok(Line::Mark(m)) => journal.marks.push(m),
                 Ok(Line::Module(m)) => journal.modules.push(m),
+                Ok(Line::Cpu(c)) => journal.cpu.push(c),
                 Ok(Line::Other) => journal.skipped += 1,
                 Ok(Line::Header(_)) => return Err(format!("line {}: second header", n + 1)),
                 Err(_) if lines.peek().is_none() && !text.ends_with('\n') => {}
@@ -227,6 +281,28 @@ impl Journal {
             }
         }
         Ok(journal)
+    }
+
+    /// How busy the machine was between each two CPU records in a row,
+    /// gaps ([`CPU_GAP_NS`]) and spans in which the CPU count changed left
+    /// out, in time order.
+    pub fn cpu_spans(&self) -> Vec<CpuSpan> {
+        let mut cpu = self.cpu.clone();
+        cpu.sort_by_key(|c| c.at);
+        cpu.windows(2)
+            .filter(|w| w[1].at > w[0].at && w[1].at - w[0].at <= CPU_GAP_NS)
+            .filter(|w| w[0].cpus == w[1].cpus && w[1].hz > 0)
+            .map(|w| {
+                let secs = |a: u64, b: u64| b.saturating_sub(a) as f64 / w[1].hz as f64;
+                CpuSpan {
+                    start: w[0].at,
+                    end: w[1].at,
+                    busy: secs(w[0].busy, w[1].busy),
+                    idle: secs(w[0].idle, w[1].idle),
+                    iowait: secs(w[0].iowait, w[1].iowait),
+                }
+            })
+            .collect()
     }
 }
 
