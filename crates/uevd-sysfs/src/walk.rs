@@ -70,7 +70,7 @@ const SYSFS_MAGIC: u64 = 0x6265_6572;
 /// does not fit (kernfs's `readdir`): a listing that left room for the
 /// largest entry then holds every entry left, and the call that would
 /// only say so is not made. Under a thousand disks the walk lists some
-/// fifteen thousand directories, and that call was a third of its
+/// fifteen thousand directories, and that call was one in seven of its
 /// system calls.
 fn on_sysfs(dir: BorrowedFd<'_>) -> bool {
     rustix::fs::fstatfs(dir).is_ok_and(|st| st.f_type as u64 == SYSFS_MAGIC)
