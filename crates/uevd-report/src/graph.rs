@@ -1393,6 +1393,16 @@ mod tests {
     use crate::dmesg;
     use crate::fixture;
 
+    /// The data the page's script draws from.
+    fn page_data(html: &str) -> serde_json::Value {
+        let data_start = html
+            .find(r#"<script type="application/json" id="data">"#)
+            .unwrap();
+        let data = &html[data_start..];
+        let data = &data[data.find('>').unwrap() + 1..data.find("</script>").unwrap()];
+        serde_json::from_str(data).unwrap()
+    }
+
     #[test]
     fn lab_boot() {
         let j = Journal::parse(&fixture("boot-timeline.jsonl")).unwrap();
@@ -1414,12 +1424,7 @@ mod tests {
             "only the SVG namespace"
         );
         assert!(!html.contains("<script src") && !html.contains("<link"));
-        let data_start = html
-            .find(r#"<script type="application/json" id="data">"#)
-            .unwrap();
-        let data = &html[data_start..];
-        let data = &data[data.find('>').unwrap() + 1..data.find("</script>").unwrap()];
-        let v: serde_json::Value = serde_json::from_str(data).unwrap();
+        let v = page_data(&html);
         assert_eq!(v["ev"].as_array().unwrap().len(), j.events.len());
     }
 
@@ -1488,12 +1493,7 @@ mod tests {
         assert!(html.contains(&shade(cpu_colour(0.6))));
         assert_eq!(cpu_colour(0.6), PAL_CPU + 1);
         assert_eq!(cpu_colour(0.2), PAL_CPU);
-        let data_start = html
-            .find(r#"<script type="application/json" id="data">"#)
-            .unwrap();
-        let data = &html[data_start..];
-        let data = &data[data.find('>').unwrap() + 1..data.find("</script>").unwrap()];
-        let v: serde_json::Value = serde_json::from_str(data).unwrap();
+        let v = page_data(&html);
         assert_eq!(
             v["cpu"][1],
             serde_json::json!([100_000, 200_000, 600, 400, 0])
