@@ -569,14 +569,11 @@ impl<'a> Layout<'a> {
             }
             Kind::Cpu => {
                 let c = &self.cpu[it.r as usize];
-                let share = |x: f64| 100.0 * x / c.total().max(f64::MIN_POSITIVE);
+                let [busy, iowait, idle] = c.shares().map(|x| 100.0 * x);
                 format!(
-                    "the machine's CPUs, {} to {}\n{:.0}% busy, {:.0}% idle waiting for I/O, {:.0}% idle",
+                    "the machine's CPUs, {} to {}\n{busy:.0}% busy, {iowait:.0}% idle waiting for I/O, {idle:.0}% idle",
                     t(c.start),
                     t(c.end),
-                    share(c.busy),
-                    share(c.iowait),
-                    share(c.idle)
                 )
             }
         }
@@ -1082,15 +1079,12 @@ fn data_json(l: &Layout, width: f64) -> String {
         if i > 0 {
             o.push(',');
         }
-        let per_mille = |x: f64| (1000.0 * x / c.total().max(f64::MIN_POSITIVE)).round() as u32;
+        let [busy, iowait, idle] = c.shares().map(|x| (1000.0 * x).round() as u32);
         let _ = write!(
             o,
-            "[{},{},{},{},{}]",
+            "[{},{},{busy},{iowait},{idle}]",
             us(c.start, t0),
             us(c.end, t0),
-            per_mille(c.busy),
-            per_mille(c.iowait),
-            per_mille(c.idle)
         );
     }
     o.push(']');

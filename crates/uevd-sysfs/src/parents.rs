@@ -140,7 +140,9 @@ impl ParentCache {
     }
 
     /// What an `add` of `devpath` processed changes, under one lock (every
-    /// worker takes it once per event). The devices below it are dropped,
+    /// worker takes it once per event, and once more, in
+    /// [`ParentCache::insert_recent`], for a device worth remembering: its
+    /// copy is made between the two, outside the lock). The devices below it are dropped,
     /// and what is known of the directories between them kept: rules may
     /// have written attributes, which do not move anything in the tree.
     /// Returns the device's kind if a device of that kind just added is

@@ -177,14 +177,19 @@ impl CpuSpan {
         self.busy + self.idle + self.iowait
     }
 
-    /// Busy share of the CPUs' time, 0 to 1 (0 for a span with no ticks).
-    pub fn busy_share(&self) -> f64 {
+    /// The busy, I/O-wait and idle shares of the CPUs' time, each 0 to 1
+    /// (all 0 for a span with no ticks).
+    pub fn shares(&self) -> [f64; 3] {
         let t = self.total();
         if t > 0.0 {
-            self.busy / t
+            [self.busy / t, self.iowait / t, self.idle / t]
         } else {
-            0.0
+            [0.0; 3]
         }
+    }
+
+    pub fn busy_share(&self) -> f64 {
+        self.shares()[0]
     }
 }
 
