@@ -194,6 +194,23 @@ impl KernelBackend {
     }
 }
 
+/// A module's `initstate`, a word: sysfs hands a value over in one read,
+/// so this is an open, a read and a close, without the size lookup and
+/// the read of the end that `fs::read` makes. Every MODALIAS an event
+/// asks to load is looked up here.
+fn read_state(path: &Path) -> std::io::Result<Vec<u8>> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+    let mut buf = [0u8; 16];
+    loop {
+        match rustix::io::read(&fd, &mut buf) {
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+            Ok(n) => return Ok(buf[..n].to_vec()),
+        }
+    }
+}
+
 fn kernel_err(module: &str, e: rustix::io::Errno) -> Error {
     Error::Kernel {
         module: module.to_owned(),
@@ -267,7 +284,7 @@ impl Backend for KernelBackend {
 
     fn initstate(&self, module: &str) -> InitState {
         let dir = self.module_dir(module);
-        match std::fs::read(dir.join("initstate")) {
+        match read_state(&dir.join("initstate")) {
             Ok(s) => match s.as_slice() {
                 b"live\n" | b"live" => InitState::Live,
                 b"going\n" | b"going" => InitState::Going,

@@ -642,6 +642,12 @@ impl<'a> State<'a> {
     /// `[subsystem/sysname]attribute` → the file, or the device directory
     /// when `attribute` is empty.
     fn subsys_path(&self, spec: &[u8]) -> Option<PathBuf> {
+        self.subsys_lookup(spec).map(|(path, _)| path)
+    }
+
+    /// [`State::subsys_path`], with what the lookup found when the spec
+    /// names the device's own directory (no attribute after it).
+    fn subsys_lookup(&self, spec: &[u8]) -> Option<(PathBuf, Option<std::fs::Metadata>)> {
         let spec = spec.strip_prefix(b"[")?;
         let close = spec.iter().position(|&c| c == b']')?;
         let inner = &spec[..close];
@@ -657,14 +663,14 @@ impl<'a> State<'a> {
         // Where udev looks: /sys/module for modules (the stock rules ask
         // for `[module/sg]` on every SCSI device), the bus, then the class,
         // then the firmware directory for devices.
-        let dir = self
+        let (dir, found) = self
             .dev
             .sysfs()
-            .path_by_subsystem_sysname(subsystem, sysname)?;
+            .find_by_subsystem_sysname(subsystem, sysname)?;
         Some(if attr.is_empty() {
-            dir
+            (dir, Some(found))
         } else {
-            dir.join(OsStr::from_bytes(attr))
+            (dir.join(OsStr::from_bytes(attr)), None)
         })
     }
 
@@ -937,18 +943,27 @@ impl<'a> State<'a> {
                     // device's directory.
                     dev.stat_below(&p)
                 } else {
+                    let mut seen = None;
                     let full = if p.starts_with(b"/") {
                         Some(p)
                     } else if p.starts_with(b"[") {
-                        self.subsys_path(&p)
-                            .map(|p| p.into_os_string().into_vec_bytes())
+                        self.subsys_lookup(&p).map(|(path, found)| {
+                            // `[module/sg]` itself, not a link: what the
+                            // lookup saw is what a stat would say.
+                            seen = found.filter(|m| !m.file_type().is_symlink());
+                            path.into_os_string().into_vec_bytes()
+                        })
                     } else {
                         let base = dev.syspath().as_os_str().as_bytes();
                         Some([base, b"/", &p].concat())
                     };
-                    full.and_then(|f| resolve_star(&f))
-                        .and_then(|f| std::fs::metadata(OsStr::from_bytes(&f)).ok())
-                        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()))
+                    match seen {
+                        Some(m) => Some(m),
+                        None => full
+                            .and_then(|f| resolve_star(&f))
+                            .and_then(|f| std::fs::metadata(OsStr::from_bytes(&f)).ok()),
+                    }
+                    .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()))
                 };
                 let hit = match (found, mode) {
                     (None, _) => false,

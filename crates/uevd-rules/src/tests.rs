@@ -215,6 +215,34 @@ fn modules_are_found_in_sys_module_alone() {
 }
 
 #[test]
+fn a_test_mode_on_a_subsystem_device_is_the_mode_of_what_it_names() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = Tree::disk();
+    let module = t.sys().join("module/sg");
+    fs::create_dir_all(&module).unwrap();
+    fs::set_permissions(&module, fs::Permissions::from_mode(0o751)).unwrap();
+    check_match(
+        &t,
+        SDA,
+        r#"TEST{0001}=="[module/sg]""#,
+        r#"TEST{0002}=="[module/sg]""#,
+    );
+    // A class entry is a link: the mode is its target's, not the link's
+    // own 0777.
+    let target = t.sys().join("devices/virtual/foo/x");
+    fs::create_dir_all(&target).unwrap();
+    fs::set_permissions(&target, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::create_dir_all(t.sys().join("class/foo")).unwrap();
+    symlink("../../devices/virtual/foo/x", t.sys().join("class/foo/x")).unwrap();
+    check_match(
+        &t,
+        SDA,
+        r#"TEST{0100}=="[foo/x]""#,
+        r#"TEST{0044}=="[foo/x]""#,
+    );
+}
+
+#[test]
 fn match_keys_on_the_device() {
     let t = Tree::disk();
     check_match(&t, SDA, r#"ACTION=="add""#, r#"ACTION=="remove""#);

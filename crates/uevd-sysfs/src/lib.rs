@@ -364,6 +364,18 @@ impl Sysfs {
     /// `/firmware/SUBSYSTEM/NAME`. A `/` in the name stands for the `!`
     /// sysfs uses.
     pub fn path_by_subsystem_sysname(&self, subsystem: &[u8], sysname: &[u8]) -> Option<PathBuf> {
+        self.find_by_subsystem_sysname(subsystem, sysname)
+            .map(|(path, _)| path)
+    }
+
+    /// [`Sysfs::path_by_subsystem_sysname`], with what the lookup found
+    /// there (not following a last symlink): a caller that wants the
+    /// entry's type or mode need not look again.
+    pub fn find_by_subsystem_sysname(
+        &self,
+        subsystem: &[u8],
+        sysname: &[u8],
+    ) -> Option<(PathBuf, fs::Metadata)> {
         let bad = |s: &[u8]| {
             s.is_empty()
                 || s.contains(&0)
@@ -411,7 +423,7 @@ impl Sysfs {
         };
         candidates
             .into_iter()
-            .find(|p| fs::symlink_metadata(p).is_ok())
+            .find_map(|p| fs::symlink_metadata(&p).ok().map(|m| (p, m)))
     }
 
     /// Builds the event the kernel would send for an existing device, by
