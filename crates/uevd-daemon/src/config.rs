@@ -38,6 +38,8 @@ pub struct Config {
     pub timeline: Option<PathBuf>,
     /// Largest timeline journal, in bytes.
     pub timeline_max: u64,
+    /// Which events' steps, builtins and rule lines the timeline times.
+    pub timeline_steps: uevd_timeline::StepTiming,
     /// Where log messages go instead of stderr; with `detach` and no file,
     /// the kernel log.
     pub log_file: Option<PathBuf>,
@@ -73,6 +75,7 @@ impl Config {
             workers: None,
             receive_buffer: uevd_netlink::DEFAULT_RECEIVE_BUFFER,
             timeline_max: 256 << 20,
+            timeline_steps: uevd_timeline::StepTiming::Auto,
             log_file: None,
             log_level: Level::Info,
             broadcast: true,

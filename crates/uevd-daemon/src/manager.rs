@@ -132,8 +132,16 @@ pub fn run(config: Config) -> io::Result<()> {
 
     let timeline = &opts.timeline;
     let (journal, journal_writer) = match timeline {
-        Some(p) => match Journal::create(p, opts.timeline_max) {
-            Ok((j, w)) => (j, Some(w)),
+        Some(p) => match Journal::create_timed(p, opts.timeline_max, opts.timeline_steps) {
+            Ok((j, w)) => {
+                if j.steps_every() > 1 {
+                    log::info!(
+                        "timeline: steps timed for one event in {} (a clock read is a system call here)",
+                        j.steps_every()
+                    );
+                }
+                (j, Some(w))
+            }
             Err(e) => {
                 log::warn!("no timeline journal: {}: {e}", p.display());
                 (Journal::disabled(), None)

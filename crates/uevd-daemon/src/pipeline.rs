@@ -293,7 +293,10 @@ impl Processor {
     /// Processes one event on worker `worker`.
     pub fn process(&self, worker: usize, id: EventId, job: Job) {
         let started = if self.journal.enabled() { now() } else { 0 };
-        let mut clock = Clock::new(self.journal.enabled(), started);
+        // Its steps are timed when the journal samples this one: where a
+        // clock read is a system call, not every event's are.
+        let timed = self.journal.times_steps();
+        let mut clock = Clock::new(timed, started);
         // A driver's binding is remembered in the parent cache as the
         // kernel told it, without the global properties.
         let bound =
@@ -359,6 +362,7 @@ impl Processor {
                 builtins: clock.builtins,
                 slow_lines: clock.slow_lines,
                 error,
+                untimed: !timed,
             }));
         }
     }

@@ -362,8 +362,22 @@ fn pct(part: u64, whole: u64) -> String {
     }
 }
 
+/// What the timed events spent: the whole of the steps', builtins' and
+/// rule lines' tables, whose shares are of it. Every event's where every
+/// event was timed.
+fn timed_processing(j: &Journal) -> u64 {
+    j.events
+        .iter()
+        .filter(|e| e.timed)
+        .map(Event::processing)
+        .sum()
+}
+
 /// The steps of one event with their durations, and what no step covers.
 fn step_line(e: &Event) -> String {
+    if !e.timed {
+        return "(steps not timed: a sample of the events is)".to_string();
+    }
     let mut s = String::new();
     let mut covered = 0;
     for st in &e.steps {
@@ -577,6 +591,18 @@ pub fn report(j: &Journal, by: SortBy, limit: usize) -> String {
         dur(waited / j.events.len().max(1) as u64),
         dur(longest_wait),
     );
+    let timed = j.events.iter().filter(|e| e.timed).count();
+    let busy_timed = timed_processing(j);
+    if timed < j.events.len() {
+        let _ = writeln!(
+            out,
+            "Steps, builtins and rule lines timed for {timed} of them (one in {} on each worker, \
+             a clock read being a system call here): their tables are of those events, \
+             {} of processing.",
+            j.header.steps_every,
+            dur(busy_timed),
+        );
+    }
     cpu_lines(&mut out, j, first, last);
     if let (Some(t), Some(s)) = (j.trigger_start(), j.settle_done()) {
         let _ = writeln!(
@@ -638,13 +664,21 @@ pub fn report(j: &Journal, by: SortBy, limit: usize) -> String {
     );
     let st = steps(j);
     if !st.is_empty() {
-        let _ = writeln!(out, "\nSteps (share of all processing):");
+        let _ = writeln!(
+            out,
+            "\nSteps (share of {}):",
+            if timed < j.events.len() {
+                "the timed events' processing"
+            } else {
+                "all processing"
+            }
+        );
         for t in &st {
             let _ = writeln!(
                 out,
                 "  {:>10} {:>6}  {} ({} runs, max {})",
                 dur(t.total),
-                pct(t.total, busy),
+                pct(t.total, busy_timed),
                 t.name,
                 t.count,
                 dur(t.max)
@@ -675,13 +709,19 @@ pub fn report(j: &Journal, by: SortBy, limit: usize) -> String {
         .collect();
     named_tally_table(
         &mut out,
-        "Builtins, in-process (via import = IMPORT{builtin}, program = PROGRAM or \
-         IMPORT{program} answered in-process, both in the rules step; run = RUN{builtin}, \
-         in the run step; share = of all processing):",
+        if timed < j.events.len() {
+            "Builtins, in-process (via import = IMPORT{builtin}, program = PROGRAM or \
+             IMPORT{program} answered in-process, both in the rules step; run = RUN{builtin}, \
+             in the run step; of the timed events; share = of their processing):"
+        } else {
+            "Builtins, in-process (via import = IMPORT{builtin}, program = PROGRAM or \
+             IMPORT{program} answered in-process, both in the rules step; run = RUN{builtin}, \
+             in the run step; share = of all processing):"
+        },
         &rows,
         &names,
         Columns {
-            share_of: Some(busy),
+            share_of: Some(busy_timed),
             heading: Some("builtin (via)"),
             ..Columns::default()
         },
@@ -748,11 +788,12 @@ fn share(part: u64, whole: u64) -> f64 {
 }
 
 /// The report as one JSON document: times in ns, shares as fractions of
-/// all processing. `limit` bounds the slowest events only; every table is
+/// all processing (those of steps and builtins, of the timed events'). `limit` bounds the slowest events only; every table is
 /// whole.
 pub fn json(j: &Journal, by: SortBy, limit: usize) -> String {
     use serde_json::{json, Value};
     let busy: u64 = j.events.iter().map(Event::processing).sum();
+    let busy_timed = timed_processing(j);
     let workers: std::collections::BTreeSet<usize> = j.events.iter().map(|e| e.worker).collect();
     let first = j.events.iter().map(|e| e.arrived).min().unwrap_or(0);
     let last = j.events.iter().map(|e| e.finished).max().unwrap_or(0);
@@ -768,6 +809,7 @@ pub fn json(j: &Journal, by: SortBy, limit: usize) -> String {
                 "total": e.finished.saturating_sub(e.arrived),
                 "wait": e.wait(),
                 "processing": e.processing(),
+                "timed": e.timed,
                 "steps": e.steps.iter().map(|s| json!({"name": s.name(), "duration": s.duration()})).collect::<Vec<_>>(),
                 "builtins": e.builtins.iter().map(|(n, via, _, d)| json!({"name": n, "via": via, "duration": d})).collect::<Vec<_>>(),
                 "slow_lines": e.slow_lines.iter().map(|(p, _, d)| json!({"line": p, "duration": d})).collect::<Vec<_>>(),
@@ -787,7 +829,7 @@ pub fn json(j: &Journal, by: SortBy, limit: usize) -> String {
     let builtins: Vec<Value> = builtins(j)
         .iter()
         .map(|b| {
-            let mut v = tally_json(&b.tally, Some(busy));
+            let mut v = tally_json(&b.tally, Some(busy_timed));
             v["via"] = json!(b.via);
             v
         })
@@ -800,6 +842,9 @@ pub fn json(j: &Journal, by: SortBy, limit: usize) -> String {
         "workers": workers.len(),
         "span": last.saturating_sub(first),
         "processing": busy,
+        "timed_events": j.events.iter().filter(|e| e.timed).count(),
+        "timed_processing": busy_timed,
+        "steps_every": j.header.steps_every,
         "failed": j.events.iter().filter(|e| e.failed()).count(),
         "trigger": j.trigger_start(),
         "settle_done": j.settle_done(),
@@ -812,7 +857,7 @@ pub fn json(j: &Journal, by: SortBy, limit: usize) -> String {
         })),
         "slowest": slowest,
         "subsystems": subsystems,
-        "steps": steps(j).iter().map(|t| tally_json(t, Some(busy))).collect::<Vec<_>>(),
+        "steps": steps(j).iter().map(|t| tally_json(t, Some(busy_timed))).collect::<Vec<_>>(),
         "rules_step": {
             "total": split.rules,
             "builtins": split.builtins,
@@ -931,6 +976,54 @@ mod tests {
         assert_eq!(v["insertions"][0]["name"], "hid");
         assert_eq!(v["insertions"][0]["after_live"], 197_000_000);
         assert!(v["insertions"][2]["live"].is_null());
+    }
+
+    /// Where the clock is a system call one event in two was timed: the
+    /// steps' and builtins' shares are of the timed events' processing.
+    const SAMPLED: &str = r#"{"type":"header","format":"uevd-timeline","version":3,"pid":1,"started":0,"steps_every":2}
+{"type":"event","id":1,"action":"add","devpath":"/devices/b/sda","subsystem":"block","source":"kernel","worker":0,"arrived":0,"started":0,"finished":1000000,"steps":[["rules",0,800000],["db",800000,200000]],"builtins":[["blkid","import",100000,500000]],"result":"ok"}
+{"type":"event","id":2,"action":"add","devpath":"/devices/b/sdb","subsystem":"block","source":"kernel","worker":0,"arrived":0,"started":1000000,"finished":4000000,"timed":false,"result":"ok"}
+"#;
+
+    #[test]
+    fn a_sampled_journal_shares_the_steps_of_its_timed_events() {
+        let j = Journal::parse(SAMPLED).unwrap();
+        let r = report(&j, SortBy::Processing, 10);
+        assert!(
+            r.contains(
+                "Steps, builtins and rule lines timed for 1 of them (one in 2 on each worker"
+            ),
+            "{r}"
+        );
+        assert!(
+            r.contains("Steps (share of the timed events' processing):"),
+            "{r}"
+        );
+        assert!(r.contains("800us  80.0%  rules (1 runs"), "{r}");
+        assert!(
+            r.contains("of the timed events; share = of their processing"),
+            "{r}"
+        );
+        assert!(
+            r.contains("(steps not timed: a sample of the events is)"),
+            "{r}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&json(&j, SortBy::Processing, 10)).unwrap();
+        assert_eq!(v["timed_events"], 1);
+        assert_eq!(v["timed_processing"], 1_000_000);
+        assert_eq!(v["steps_every"], 2);
+        assert_eq!(v["processing"], 4_000_000);
+        let rules = &v["steps"][0];
+        assert_eq!(
+            (rules["name"].as_str(), rules["share"].as_f64()),
+            (Some("rules"), Some(0.8))
+        );
+        assert_eq!(v["builtins"][0]["share"].as_f64(), Some(0.5));
+        assert_eq!(v["slowest"][0]["timed"], false);
+        // Every event timed: as before, shares of all processing.
+        let all = report(&Journal::parse(J2).unwrap(), SortBy::Processing, 10);
+        assert!(all.contains("Steps (share of all processing):"), "{all}");
+        assert!(!all.contains("timed for"), "{all}");
     }
 
     const J2: &str = r#"{"type":"header","format":"uevd-timeline","version":2,"pid":1,"started":0}

@@ -506,6 +506,9 @@ impl<'a> Layout<'a> {
                 if e.failed() {
                     let _ = write!(s, "\nfailed: {}", e.error.as_deref().unwrap_or("error"));
                 }
+                if !e.timed {
+                    s.push_str("\nsteps not timed (a sample of the events is)");
+                }
                 if !e.steps.is_empty() {
                     s.push('\n');
                     for (i, st) in e.steps.iter().enumerate() {

@@ -158,6 +158,9 @@ fn stamp(path: &Path) -> Stamp {
 /// A compiled rule set.
 pub struct Rules {
     files: Vec<String>,
+    /// Each file's name without its directory, as the timeline's slow
+    /// lines name it: shared by their records, not formatted for each.
+    file_names: Vec<Arc<str>>,
     lines: Vec<Line>,
     users: Users,
     libexec_dir: PathBuf,
@@ -241,6 +244,7 @@ impl Rules {
         };
         Rules {
             files: Vec::new(),
+            file_names: Vec::new(),
             lines: Vec::new(),
             users,
             libexec_dir: config.libexec_dir.clone(),
@@ -268,6 +272,8 @@ impl Rules {
     fn add_file(&mut self, name: &str, text: &[u8], diagnostics: &mut Vec<Diagnostic>) {
         let file = self.files.len() as u32;
         self.files.push(name.to_string());
+        self.file_names
+            .push(name.rsplit('/').next().unwrap_or(name).into());
         let mut lines = Compiler {
             file,
             name,

@@ -45,7 +45,7 @@ use std::time::Duration;
 pub mod read;
 
 pub const FORMAT: &str = "uevd-timeline";
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Nanoseconds of CLOCK_BOOTTIME.
 pub fn now() -> u64 {
@@ -116,6 +116,74 @@ pub struct EventRecord {
     /// Rule lines whose evaluation took at least [`SLOW_LINE_NS`].
     pub slow_lines: Vec<LineRecord>,
     pub error: Option<String>,
+    /// Its steps, builtins and rule lines were not timed (see
+    /// [`StepTiming`]): only when it started and finished.
+    pub untimed: bool,
+}
+
+/// Which events have their steps, builtins and rule lines timed: the
+/// times cost a clock read each, about ten an event. Where the clock has a
+/// vDSO a read costs tens of nanoseconds and every event is timed; where
+/// it is a system call (an emulated machine's HPET: 1.7 us) the reads are
+/// the most frequent call a worker makes, and a sample is timed instead.
+/// Every event still has its start and finish.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepTiming {
+    /// Every event where a clock read costs less than
+    /// [`SLOW_CLOCK_READ_NS`], one in [`SAMPLE_EVERY`] on each worker
+    /// otherwise.
+    Auto,
+    /// One event in this many on each worker (1: every event).
+    Every(u32),
+}
+
+/// A clock read costing this much or more is a system call.
+pub const SLOW_CLOCK_READ_NS: u64 = 500;
+/// Where it is, one event in this many is timed step by step.
+pub const SAMPLE_EVERY: u32 = 8;
+
+impl std::str::FromStr for StepTiming {
+    type Err = String;
+    fn from_str(s: &str) -> Result<StepTiming, String> {
+        match s {
+            "auto" => Ok(StepTiming::Auto),
+            "all" => Ok(StepTiming::Every(1)),
+            n => match n.parse::<u32>() {
+                Ok(n) if n >= 1 => Ok(StepTiming::Every(n)),
+                _ => Err(format!(
+                    "{s:?}: expected auto, all or a number of events (1 or more)"
+                )),
+            },
+        }
+    }
+}
+
+impl StepTiming {
+    /// One event in how many is timed, for a clock read costing
+    /// `read_ns`.
+    pub fn every(self, read_ns: impl FnOnce() -> u64) -> u32 {
+        match self {
+            StepTiming::Every(n) => n.max(1),
+            StepTiming::Auto if read_ns() >= SLOW_CLOCK_READ_NS => SAMPLE_EVERY,
+            StepTiming::Auto => 1,
+        }
+    }
+}
+
+/// What one read of the timeline's clock costs here, in nanoseconds: the
+/// least of a few short runs, so that a preemption does not count.
+pub fn clock_read_ns() -> u64 {
+    const READS: u64 = 16;
+    (0..3)
+        .map(|_| {
+            let start = now();
+            for _ in 0..READS {
+                std::hint::black_box(now());
+            }
+            now().saturating_sub(start) / (READS + 1)
+        })
+        .min()
+        .unwrap_or(0)
 }
 
 /// What asked for a builtin. The rules step holds `Import` and `Program`
@@ -166,9 +234,18 @@ pub const SLOW_LINES_KEPT: usize = 8;
 /// other by name), time included of what it ran.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LineRecord {
-    pub place: String,
+    /// The rules file's name, shared by every record of its lines.
+    pub file: Arc<str>,
+    pub line: u32,
     pub start: u64,
     pub duration: u64,
+}
+
+impl LineRecord {
+    /// `file:line`, as the journal writes it.
+    pub fn place(&self) -> String {
+        format!("{}:{}", self.file, self.line)
+    }
 }
 
 /// A program a rule ran: answered in-process by uevd's own
@@ -205,10 +282,34 @@ pub struct CpuTimes {
 }
 
 impl CpuTimes {
-    /// Reads `/proc/stat`; None where there is none (no procfs).
+    /// Reads `/proc/stat`; None where there is none (no procfs). Only
+    /// its `cpu` lines are read, a page at a time (one read on most
+    /// machines), not the rest of the file, whose interrupt counts grow
+    /// with the machine.
     pub fn read() -> Option<CpuTimes> {
-        let text = std::fs::read_to_string("/proc/stat").ok()?;
-        let mut times = CpuTimes::parse(&text)?;
+        use rustix::fs::{Mode, OFlags};
+        let fd = rustix::fs::open(
+            "/proc/stat",
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        let mut text = Vec::new();
+        while !cpu_lines_complete(&text) {
+            let at = text.len();
+            text.resize(at + 4096, 0);
+            let n = loop {
+                match rustix::io::read(&fd, &mut text[at..]) {
+                    Err(rustix::io::Errno::INTR) => {}
+                    r => break r.ok()?,
+                }
+            };
+            text.truncate(at + n);
+            if n == 0 {
+                break;
+            }
+        }
+        let mut times = CpuTimes::parse(std::str::from_utf8(&text).ok()?)?;
         times.hz = rustix::param::clock_ticks_per_second();
         Some(times)
     }
@@ -244,6 +345,14 @@ impl CpuTimes {
             hz: 100,
         })
     }
+}
+
+/// Whether `text`, the start of `/proc/stat`, holds every `cpu` line: a
+/// whole line follows them.
+fn cpu_lines_complete(text: &[u8]) -> bool {
+    let mut lines = text.split(|&c| c == b'\n');
+    let last = lines.next_back();
+    last.is_some() && lines.any(|l| !l.starts_with(b"cpu"))
 }
 
 /// A record in the journal.
@@ -310,37 +419,50 @@ impl Entry {
     /// The JSON line for this entry (without the newline).
     pub fn to_json(&self) -> String {
         let mut o = String::with_capacity(256);
+        self.write_json(&mut o);
+        o
+    }
+
+    /// Appends the JSON line for this entry (without the newline) to `o`.
+    /// Numbers are written without `core::fmt`, whose machinery costs more
+    /// than the digits: an event record holds two dozen of them.
+    pub fn write_json(&self, o: &mut String) {
         match self {
             Entry::Event(e) => {
                 o.push_str("{\"type\":\"event\",\"id\":");
-                let _ = write!(o, "{}", e.id);
+                push_num(o, e.id);
                 if let Some(s) = e.seqnum {
-                    let _ = write!(o, ",\"seqnum\":{s}");
+                    o.push_str(",\"seqnum\":");
+                    push_num(o, s);
                 }
                 o.push_str(",\"action\":");
-                json_string(&mut o, e.action, false);
+                json_string(o, e.action, false);
                 o.push_str(",\"devpath\":");
-                json_string(&mut o, &e.devpath, false);
+                json_string(o, &e.devpath, false);
                 o.push_str(",\"subsystem\":");
-                json_string(&mut o, &e.subsystem, false);
+                json_string(o, &e.subsystem, false);
                 o.push_str(",\"source\":");
-                json_string(&mut o, e.source, false);
+                json_string(o, e.source, false);
                 if let Some(u) = &e.synth_uuid {
                     o.push_str(",\"synth_uuid\":");
-                    json_string(&mut o, u, false);
+                    json_string(o, u, false);
                 }
-                let _ = write!(
-                    o,
-                    ",\"worker\":{},\"arrived\":{},\"started\":{},\"finished\":{},\"steps\":[",
-                    e.worker, e.arrived, e.started, e.finished
-                );
+                o.push_str(",\"worker\":");
+                push_num(o, e.worker as u64);
+                o.push_str(",\"arrived\":");
+                push_num(o, e.arrived);
+                o.push_str(",\"started\":");
+                push_num(o, e.started);
+                o.push_str(",\"finished\":");
+                push_num(o, e.finished);
+                o.push_str(",\"steps\":[");
                 for (i, s) in e.steps.iter().enumerate() {
                     if i > 0 {
                         o.push(',');
                     }
                     o.push('[');
-                    json_string(&mut o, s.name, false);
-                    let _ = write!(o, ",{},{}]", s.start, s.duration);
+                    json_string(o, s.name, false);
+                    push_times(o, s.start, s.duration);
                 }
                 o.push(']');
                 if !e.programs.is_empty() {
@@ -350,14 +472,10 @@ impl Entry {
                             o.push(',');
                         }
                         o.push('[');
-                        json_string(&mut o, &p.name, false);
+                        json_string(o, &p.name, false);
                         o.push(',');
-                        json_string(
-                            &mut o,
-                            if p.in_process { "in-process" } else { "forked" },
-                            false,
-                        );
-                        let _ = write!(o, ",{},{}]", p.start, p.duration);
+                        json_string(o, if p.in_process { "in-process" } else { "forked" }, false);
+                        push_times(o, p.start, p.duration);
                     }
                     o.push(']');
                 }
@@ -368,10 +486,10 @@ impl Entry {
                             o.push(',');
                         }
                         o.push('[');
-                        json_string(&mut o, b.name, false);
+                        json_string(o, b.name, false);
                         o.push(',');
-                        json_string(&mut o, b.via.as_str(), false);
-                        let _ = write!(o, ",{},{}]", b.start, b.duration);
+                        json_string(o, b.via.as_str(), false);
+                        push_times(o, b.start, b.duration);
                     }
                     o.push(']');
                 }
@@ -382,33 +500,42 @@ impl Entry {
                             o.push(',');
                         }
                         o.push('[');
-                        json_string(&mut o, &l.place, false);
-                        let _ = write!(o, ",{},{}]", l.start, l.duration);
+                        // `file:line`: rules file names hold nothing to
+                        // escape but their own quotes and backslashes.
+                        json_string(o, &l.file, false);
+                        o.pop();
+                        o.push(':');
+                        push_num(o, u64::from(l.line));
+                        o.push('"');
+                        push_times(o, l.start, l.duration);
                     }
                     o.push(']');
+                }
+                if e.untimed {
+                    o.push_str(",\"timed\":false");
                 }
                 o.push_str(",\"result\":");
                 match &e.error {
                     None => o.push_str("\"ok\""),
                     Some(msg) => {
                         o.push_str("\"error\",\"error\":");
-                        json_string(&mut o, msg, false);
+                        json_string(o, msg, false);
                     }
                 }
                 o.push('}');
             }
             Entry::Module(m) => {
                 o.push_str("{\"type\":\"module\",\"name\":");
-                json_string(&mut o, &m.name, false);
+                json_string(o, &m.name, false);
                 let _ = write!(o, ",\"start\":{},\"end\":{},\"result\":", m.start, m.end);
-                json_string(&mut o, &m.result, false);
+                json_string(o, &m.result, false);
                 o.push('}');
             }
             Entry::Mark { name, at, detail } => {
                 o.push_str("{\"type\":\"mark\",\"name\":");
-                json_string(&mut o, name, false);
+                json_string(o, name, false);
                 let _ = write!(o, ",\"at\":{at},\"detail\":");
-                json_string(&mut o, detail, false);
+                json_string(o, detail, false);
                 o.push('}');
             }
             Entry::Cpu { at, times: t } => {
@@ -419,8 +546,20 @@ impl Entry {
                 );
             }
         }
-        o
     }
+}
+
+fn push_num(o: &mut String, n: u64) {
+    o.push_str(itoa::Buffer::new().format(n));
+}
+
+/// `,start,duration]`, the end of a `[name, ..., start, duration]` row.
+fn push_times(o: &mut String, start: u64, duration: u64) {
+    o.push(',');
+    push_num(o, start);
+    o.push(',');
+    push_num(o, duration);
+    o.push(']');
 }
 
 /// What is not written to the journal's file yet. Workers append to it
@@ -441,6 +580,8 @@ struct Output {
 }
 
 struct Sink {
+    /// One event in this many on each worker is timed step by step.
+    steps_every: u32,
     pending: Mutex<Pending>,
     output: Mutex<Output>,
     /// The flusher, woken by marks.
@@ -584,19 +725,32 @@ impl Journal {
         Journal { sink: None }
     }
 
-    /// Starts a journal in `path` (truncating it). At most `max_bytes` are
-    /// written; past that a last mark says the journal was cut.
+    /// Starts a journal in `path` (truncating it), every event timed step
+    /// by step where the clock is cheap ([`StepTiming::Auto`]). At most
+    /// `max_bytes` are written; past that a last mark says the journal was
+    /// cut.
     pub fn create(path: &Path, max_bytes: u64) -> io::Result<(Journal, JournalWriter)> {
+        Journal::create_timed(path, max_bytes, StepTiming::Auto)
+    }
+
+    /// [`Journal::create`], timing the steps of the events `steps` says.
+    pub fn create_timed(
+        path: &Path,
+        max_bytes: u64,
+        steps: StepTiming,
+    ) -> io::Result<(Journal, JournalWriter)> {
+        let steps_every = steps.every(clock_read_ns);
         let mut file = File::create(path)?;
         let mut header = String::new();
         let _ = writeln!(
             header,
-            "{{\"type\":\"header\",\"format\":\"{FORMAT}\",\"version\":{VERSION},\"clock\":\"boottime\",\"unit\":\"ns\",\"pid\":{},\"started\":{}}}",
+            "{{\"type\":\"header\",\"format\":\"{FORMAT}\",\"version\":{VERSION},\"clock\":\"boottime\",\"unit\":\"ns\",\"pid\":{},\"started\":{},\"steps_every\":{steps_every}}}",
             std::process::id(),
             now()
         );
         file.write_all(header.as_bytes())?;
         let sink = Arc::new(Sink {
+            steps_every,
             pending: Mutex::new(Pending {
                 buf: Vec::with_capacity(CHUNK),
                 accepted: header.len() as u64,
@@ -634,9 +788,45 @@ impl Journal {
         self.sink.is_some()
     }
 
+    /// Whether the event this thread starts now is timed step by step:
+    /// the first of every [`Journal::steps_every`] on each thread, so each
+    /// worker's sample is spread evenly over its events.
+    pub fn times_steps(&self) -> bool {
+        thread_local! {
+            static STARTED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+        }
+        let Some(sink) = &self.sink else {
+            return false;
+        };
+        STARTED.with(|n| {
+            let k = n.get();
+            n.set(if k + 1 >= sink.steps_every { 0 } else { k + 1 });
+            k == 0
+        })
+    }
+
+    /// One event in how many is timed step by step (0 when nothing is
+    /// recorded).
+    pub fn steps_every(&self) -> u32 {
+        self.sink.as_ref().map_or(0, |s| s.steps_every)
+    }
+
     pub fn record(&self, entry: Entry) {
+        thread_local! {
+            static LINE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+        }
         if let Some(sink) = &self.sink {
-            sink.append(&entry.to_json());
+            // Each thread formats into its own buffer, kept between
+            // records: an event's line is a few hundred bytes, written
+            // once per event.
+            LINE.with(|line| match line.try_borrow_mut() {
+                Ok(mut line) => {
+                    line.clear();
+                    entry.write_json(&mut line);
+                    sink.append(&line);
+                }
+                Err(_) => sink.append(&entry.to_json()),
+            });
         }
     }
 
@@ -712,6 +902,7 @@ mod tests {
             builtins: vec![],
             slow_lines: vec![],
             error: Some("boom".into()),
+            untimed: false,
         };
         j.record(Entry::Event(ev.clone()));
         j.record(Entry::Module(ModuleRecord {
@@ -779,7 +970,8 @@ mod tests {
                 },
             ],
             slow_lines: vec![LineRecord {
-                place: "60-persistent-storage.rules:93".into(),
+                file: "60-persistent-storage.rules".into(),
+                line: 93,
                 start: 9,
                 duration: 402,
             }],
@@ -966,6 +1158,92 @@ mod tests {
         assert_eq!(CpuTimes::parse("cpu  1 2\n"), None, "too few fields");
         let here = CpuTimes::read().unwrap();
         assert!(here.cpus >= 1 && here.hz > 0 && here.busy + here.idle > 0);
+        let whole = std::fs::read_to_string("/proc/stat").unwrap();
+        assert_eq!(here.cpus, CpuTimes::parse(&whole).unwrap().cpus);
+    }
+
+    #[test]
+    fn step_timing_is_every_event_where_the_clock_is_cheap_and_a_sample_elsewhere() {
+        assert_eq!(StepTiming::Auto.every(|| 25), 1, "a vDSO read");
+        assert_eq!(StepTiming::Auto.every(|| 1_700), SAMPLE_EVERY, "the HPET");
+        let never = || -> u64 { panic!("the clock is not measured when the number is given") };
+        assert_eq!(StepTiming::Every(5).every(never), 5);
+        assert_eq!("auto".parse(), Ok(StepTiming::Auto));
+        assert_eq!("all".parse(), Ok(StepTiming::Every(1)));
+        assert_eq!("3".parse(), Ok(StepTiming::Every(3)));
+        assert!("0".parse::<StepTiming>().is_err());
+        assert!("often".parse::<StepTiming>().is_err());
+    }
+
+    #[test]
+    fn one_event_in_n_is_timed_on_each_thread_and_the_header_says_n() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.jsonl");
+        let (j, w) = Journal::create_timed(&path, 1 << 20, StepTiming::Every(3)).unwrap();
+        assert_eq!(j.steps_every(), 3);
+        let here: Vec<bool> = (0..7).map(|_| j.times_steps()).collect();
+        assert_eq!(here, [true, false, false, true, false, false, true]);
+        // Another worker starts its own count with a timed event.
+        let j2 = j.clone();
+        let there =
+            std::thread::spawn(move || (0..4).map(|_| j2.times_steps()).collect::<Vec<_>>())
+                .join()
+                .unwrap();
+        assert_eq!(there, [true, false, false, true]);
+        assert!(!Journal::disabled().times_steps());
+        let timed = EventRecord {
+            id: 1,
+            action: "add",
+            steps: vec![Step {
+                name: "rules",
+                start: 2,
+                duration: 3,
+            }],
+            started: 1,
+            finished: 9,
+            ..EventRecord::default()
+        };
+        let untimed = EventRecord {
+            id: 2,
+            action: "add",
+            started: 10,
+            finished: 19,
+            untimed: true,
+            ..EventRecord::default()
+        };
+        assert!(Entry::Event(untimed.clone())
+            .to_json()
+            .contains(r#","timed":false,"#));
+        assert!(!Entry::Event(timed.clone()).to_json().contains("timed"));
+        j.record(Entry::Event(timed));
+        j.record(Entry::Event(untimed));
+        drop(j);
+        w.finish().unwrap();
+        let back = read::Journal::load(&path).unwrap();
+        assert_eq!(back.header.steps_every, 3);
+        let flags: Vec<(u64, bool)> = back.events.iter().map(|e| (e.id, e.timed)).collect();
+        assert_eq!(flags, [(1, true), (2, false)]);
+        // Before version 3 every event was timed.
+        let v2 = concat!(
+            r#"{"type":"header","format":"uevd-timeline","version":2,"clock":"boottime","unit":"ns","pid":1,"started":0}"#,
+            "\n",
+            r#"{"type":"event","id":1,"action":"add","devpath":"/devices/a","subsystem":"net","source":"kernel","worker":0,"arrived":1,"started":2,"finished":3,"steps":[],"result":"ok"}"#,
+            "\n"
+        );
+        let old = read::Journal::parse(v2).unwrap();
+        assert_eq!((old.header.steps_every, old.events[0].timed), (1, true));
+    }
+
+    #[test]
+    fn the_cpu_lines_are_complete_once_a_whole_other_line_follows_them() {
+        let complete = |t: &str| cpu_lines_complete(t.as_bytes());
+        assert!(!complete(""));
+        assert!(!complete("cpu  1 2 3 4 5\ncpu0 1 2 3 4 5\n"));
+        // The last line may be cut anywhere: "cpu12" could be "cp".
+        assert!(!complete("cpu  1 2 3 4 5\ncpu0 1 2 3 4 5\ncp"));
+        assert!(!complete("cpu  1 2 3 4 5\ncpu0 1 2 3 4 5\nintr 1 2"));
+        assert!(complete("cpu  1 2 3 4 5\ncpu0 1 2 3 4 5\nintr 1 2\n"));
+        assert!(complete("cpu  1\ncpu0 1\nintr 1 2\nctxt 9"));
     }
 
     /// While records come in, the machine's CPU time is recorded about ten

@@ -32,6 +32,18 @@ pub struct Header {
     pub pid: u32,
     #[serde(default)]
     pub started: u64,
+    /// One event in this many on each worker was timed step by step
+    /// (version 3; every event before).
+    #[serde(default = "one")]
+    pub steps_every: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// One `[name, start, duration]` step of an event.
@@ -98,6 +110,10 @@ pub struct Event {
     pub result: String,
     #[serde(default)]
     pub error: Option<String>,
+    /// Whether its steps, builtins and rule lines were timed (version 3
+    /// may time a sample of the events; every event was before).
+    #[serde(default = "yes")]
+    pub timed: bool,
 }
 
 impl Event {

@@ -598,7 +598,10 @@ fn a_symlink_planted_under_dev_is_refused_and_reported() {
     let outside = tempfile::tempdir().unwrap();
     // Someone made /dev/block point elsewhere before the device came.
     std::os::unix::fs::symlink(outside.path(), lab.dev().join("block")).unwrap();
-    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    // Every event's steps timed, whatever the clock costs here.
+    let daemon = lab
+        .start_uevd(uevd(), &["--timeline-steps", "all"])
+        .unwrap();
     let n = 500 + (std::process::id() % 100) as i32;
     let add = loop_device(&lab, "loop-add", n);
     if !add.status.success() {
@@ -1449,7 +1452,9 @@ fn builtins_and_slow_rule_lines_are_timed_in_the_journal() {
             "SUBSYSTEM==\"net\", ACTION==\"add\", KERNEL==\"tma*\", RUN{builtin}+=\"net_id\"\n",
         ),
     );
-    let daemon = lab.start_uevd(uevd(), &[]).unwrap();
+    let daemon = lab
+        .start_uevd(uevd(), &["--timeline-steps", "all"])
+        .unwrap();
     lab.ip_batch(&veth_pairs("tm", 1)).unwrap();
     lab.settle(uevd()).unwrap();
     daemon.stop(&lab).unwrap();
@@ -1534,6 +1539,61 @@ fn builtins_and_slow_rule_lines_are_timed_in_the_journal() {
     assert!(text.contains("net_id (import 1, run 1)"), "{text}");
     assert!(text.contains("scsi_id (program)"), "{text}");
     assert!(text.contains("60-timed.rules:4"), "{text}");
+}
+
+/// Where reading the clock is a system call, a sample of the events is
+/// timed step by step; here one in two, on one worker: every other event
+/// in the order processed has its steps and builtins, and every event its
+/// start and finish.
+#[test]
+fn one_event_in_n_is_timed_step_by_step() {
+    let _g = serial();
+    let lab = Lab::new().unwrap();
+    write_rules(
+        &lab,
+        "60-sampled.rules",
+        "SUBSYSTEM==\"net\", ACTION==\"add\", IMPORT{builtin}=\"net_id\"\n",
+    );
+    let daemon = lab
+        .start_uevd(uevd(), &["--timeline-steps", "2", "--workers", "1"])
+        .unwrap();
+    lab.ip_batch(&veth_pairs("ts", 4)).unwrap();
+    lab.settle(uevd()).unwrap();
+    daemon.stop(&lab).unwrap();
+    let j = journal(&lab);
+    assert_eq!(j.header.steps_every, 2);
+    let mut events: Vec<_> = j.events.iter().collect();
+    events.sort_by_key(|e| e.started);
+    assert!(events.len() >= 8, "{} events", events.len());
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e.timed, i % 2 == 0, "event {i}: {} {}", e.action, e.devpath);
+        assert!(e.started > 0 && e.started <= e.finished, "{e:?}");
+        if e.timed {
+            assert!(e.steps.iter().any(|s| s.0 == "rules"), "{e:?}");
+        } else {
+            assert!(e.steps.is_empty() && e.builtins.is_empty(), "{e:?}");
+        }
+    }
+    let timed_adds = events
+        .iter()
+        .filter(|e| e.timed && e.action == "add" && e.subsystem == "net")
+        .count();
+    let with_net_id = events
+        .iter()
+        .filter(|e| e.builtins.iter().any(|b| b.0 == "net_id"))
+        .count();
+    assert_eq!(with_net_id, timed_adds);
+    let out = lab
+        .uevd(
+            uevd(),
+            &[
+                "blame",
+                &lab.run().join("uevd/timeline.jsonl").display().to_string(),
+            ],
+        )
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("(one in 2 on each worker"), "{text}");
 }
 
 /// systemd 256's ID_PROCESSING=1 while RUN programs run (and only for an

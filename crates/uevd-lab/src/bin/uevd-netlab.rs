@@ -469,7 +469,8 @@ fn budget(uevd: &Path, args: &[String]) -> io::Result<()> {
                 std::fs::copy(e.path(), lab.rules_dir().join(e.file_name()))?;
             }
         }
-        let daemon = lab.start_uevd(uevd, &[])?;
+        // The budget adds up every event's rules step and builtins.
+        let daemon = lab.start_uevd(uevd, &["--timeline-steps", "all"])?;
         wait_quiet(Duration::from_secs(60));
         lab.ip_batch(&veth_pairs("b", pairs))?;
         for i in 0..loops as i32 {

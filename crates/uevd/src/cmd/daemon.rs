@@ -38,6 +38,11 @@ pub struct Options {
     /// Largest timeline journal, in bytes.
     #[arg(long, default_value_t = 256 << 20, value_name = "BYTES")]
     timeline_max: u64,
+    /// Which events have their steps, builtins and rule lines timed: all,
+    /// one in N on each worker, or auto (all where reading the clock is
+    /// cheap, one in 8 where it is a system call).
+    #[arg(long, default_value = "auto", value_name = "auto|all|N")]
+    timeline_steps: uevd_timeline::StepTiming,
     /// Append log messages to this file instead of stderr (with --daemon
     /// the default is the kernel log, /dev/kmsg).
     #[arg(long, value_name = "FILE")]
@@ -91,6 +96,7 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
         None => {}
     }
     config.timeline_max = opts.timeline_max;
+    config.timeline_steps = opts.timeline_steps;
     config.log_file = opts.log_file;
     if let Some(level) = opts.log_level {
         config.log_level = level;
