@@ -938,6 +938,19 @@ mod tests {
         assert_eq!(journal.marks[0].name, "overflow");
     }
 
+    /// A journal of an earlier `version`, with one event as it wrote it.
+    fn old_journal(version: u32) -> String {
+        format!(
+            concat!(
+                r#"{{"type":"header","format":"uevd-timeline","version":{},"clock":"boottime","unit":"ns","pid":1,"started":0}}"#,
+                "\n",
+                r#"{{"type":"event","id":1,"action":"add","devpath":"/devices/a","subsystem":"net","source":"kernel","worker":0,"arrived":1,"started":2,"finished":3,"steps":[],"result":"ok"}}"#,
+                "\n"
+            ),
+            version
+        )
+    }
+
     #[test]
     fn builtins_and_slow_lines_read_back_and_old_journals_still_read() {
         let ev = EventRecord {
@@ -1007,13 +1020,7 @@ mod tests {
         let plain = Entry::Event(EventRecord::default()).to_json();
         assert!(!plain.contains("builtins") && !plain.contains("slow_lines"));
         // A version 1 journal has neither field and reads as before.
-        let v1 = concat!(
-            r#"{"type":"header","format":"uevd-timeline","version":1,"clock":"boottime","unit":"ns","pid":1,"started":0}"#,
-            "\n",
-            r#"{"type":"event","id":1,"action":"add","devpath":"/devices/a","subsystem":"net","source":"kernel","worker":0,"arrived":1,"started":2,"finished":3,"steps":[],"result":"ok"}"#,
-            "\n"
-        );
-        let j = read::Journal::parse(v1).unwrap();
+        let j = read::Journal::parse(&old_journal(1)).unwrap();
         assert_eq!(j.header.version, 1);
         assert!(j.events[0].builtins.is_empty() && j.events[0].slow_lines.is_empty());
     }
@@ -1224,13 +1231,7 @@ mod tests {
         let flags: Vec<(u64, bool)> = back.events.iter().map(|e| (e.id, e.timed)).collect();
         assert_eq!(flags, [(1, true), (2, false)]);
         // Before version 3 every event was timed.
-        let v2 = concat!(
-            r#"{"type":"header","format":"uevd-timeline","version":2,"clock":"boottime","unit":"ns","pid":1,"started":0}"#,
-            "\n",
-            r#"{"type":"event","id":1,"action":"add","devpath":"/devices/a","subsystem":"net","source":"kernel","worker":0,"arrived":1,"started":2,"finished":3,"steps":[],"result":"ok"}"#,
-            "\n"
-        );
-        let old = read::Journal::parse(v2).unwrap();
+        let old = read::Journal::parse(&old_journal(2)).unwrap();
         assert_eq!((old.header.steps_every, old.events[0].timed), (1, true));
     }
 

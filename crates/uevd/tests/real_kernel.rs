@@ -30,6 +30,15 @@ fn journal(lab: &Lab) -> Journal {
     Journal::load(&lab.run().join("uevd/timeline.jsonl")).expect("timeline journal")
 }
 
+/// What `uevd blame` says of the lab's journal.
+fn blame(lab: &Lab) -> String {
+    let journal = lab.run().join("uevd/timeline.jsonl");
+    let out = lab
+        .uevd(uevd(), &["blame", &journal.display().to_string()])
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn net_ids(lab: &Lab) -> BTreeSet<String> {
     lab.db_ids()
         .into_iter()
@@ -1526,16 +1535,7 @@ fn builtins_and_slow_rule_lines_are_timed_in_the_journal() {
         .unwrap();
     assert!(peer.builtins.is_empty() && peer.slow_lines.is_empty());
     // And blame adds them up.
-    let out = lab
-        .uevd(
-            uevd(),
-            &[
-                "blame",
-                &lab.run().join("uevd/timeline.jsonl").display().to_string(),
-            ],
-        )
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = blame(&lab);
     assert!(text.contains("net_id (import 1, run 1)"), "{text}");
     assert!(text.contains("scsi_id (program)"), "{text}");
     assert!(text.contains("60-timed.rules:4"), "{text}");
@@ -1583,16 +1583,7 @@ fn one_event_in_n_is_timed_step_by_step() {
         .filter(|e| e.builtins.iter().any(|b| b.0 == "net_id"))
         .count();
     assert_eq!(with_net_id, timed_adds);
-    let out = lab
-        .uevd(
-            uevd(),
-            &[
-                "blame",
-                &lab.run().join("uevd/timeline.jsonl").display().to_string(),
-            ],
-        )
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = blame(&lab);
     assert!(text.contains("(one in 2 on each worker"), "{text}");
 }
 
