@@ -26,8 +26,9 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use uevd_sysfs::Device;
+use uevd_timeline::Tick;
 use uevd_uevent::Action;
 use words::{ifname_valid, parse_sysfs_hw_addr, HwAddr};
 
@@ -80,7 +81,9 @@ impl Default for Settings {
 struct Loaded {
     configs: Arc<Vec<LinkConfig>>,
     stamp: Stamp,
-    checked: Instant,
+    /// When the files were last looked at: a coarse clock, read from
+    /// memory on every clock source, since this is asked per interface.
+    checked: Tick,
 }
 
 /// The builtin with its own settings and loaded files.
@@ -155,9 +158,9 @@ impl NetSetupLink {
     /// The `.link` files, read again when they changed.
     fn configs(&self) -> Arc<Vec<LinkConfig>> {
         let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
+        let now = Tick::now();
         if let Some(l) = loaded.as_mut() {
-            if now.duration_since(l.checked) < self.settings.recheck {
+            if now.since(l.checked) < self.settings.recheck {
                 return l.configs.clone();
             }
             if config::stamp(&self.settings.dirs) == l.stamp {
