@@ -199,16 +199,9 @@ impl KernelBackend {
 /// the read of the end that `fs::read` makes. Every MODALIAS an event
 /// asks to load is looked up here.
 fn read_state(path: &Path) -> std::io::Result<Vec<u8>> {
-    use rustix::fs::{Mode, OFlags};
-    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
-    let mut buf = [0u8; 16];
-    loop {
-        match rustix::io::read(&fd, &mut buf) {
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
-            Ok(n) => return Ok(buf[..n].to_vec()),
-        }
-    }
+    let mut word = [0u8; 16];
+    let n = File::open(path)?.read(&mut word)?;
+    Ok(word[..n].to_vec())
 }
 
 fn kernel_err(module: &str, e: rustix::io::Errno) -> Error {

@@ -362,15 +362,14 @@ fn pct(part: u64, whole: u64) -> String {
     }
 }
 
-/// What the timed events spent: the whole of the steps', builtins' and
-/// rule lines' tables, whose shares are of it. Every event's where every
-/// event was timed.
-fn timed_processing(j: &Journal) -> u64 {
+/// How many events were timed step by step, and their processing: the
+/// whole of the steps', builtins' and rule lines' tables, whose shares
+/// are of it (every event's, where every event was timed).
+fn timed_events(j: &Journal) -> (usize, u64) {
     j.events
         .iter()
         .filter(|e| e.timed)
-        .map(Event::processing)
-        .sum()
+        .fold((0, 0), |(n, t), e| (n + 1, t + e.processing()))
 }
 
 /// The steps of one event with their durations, and what no step covers.
@@ -591,9 +590,9 @@ pub fn report(j: &Journal, by: SortBy, limit: usize) -> String {
         dur(waited / j.events.len().max(1) as u64),
         dur(longest_wait),
     );
-    let timed = j.events.iter().filter(|e| e.timed).count();
-    let busy_timed = timed_processing(j);
-    if timed < j.events.len() {
+    let (timed, busy_timed) = timed_events(j);
+    let sampled = timed < j.events.len();
+    if sampled {
         let _ = writeln!(
             out,
             "Steps, builtins and rule lines timed for {timed} of them (one in {} on each worker, \
@@ -667,7 +666,7 @@ pub fn report(j: &Journal, by: SortBy, limit: usize) -> String {
         let _ = writeln!(
             out,
             "\nSteps (share of {}):",
-            if timed < j.events.len() {
+            if sampled {
                 "the timed events' processing"
             } else {
                 "all processing"
@@ -709,15 +708,16 @@ pub fn report(j: &Journal, by: SortBy, limit: usize) -> String {
         .collect();
     named_tally_table(
         &mut out,
-        if timed < j.events.len() {
-            "Builtins, in-process (via import = IMPORT{builtin}, program = PROGRAM or \
-             IMPORT{program} answered in-process, both in the rules step; run = RUN{builtin}, \
-             in the run step; of the timed events; share = of their processing):"
-        } else {
-            "Builtins, in-process (via import = IMPORT{builtin}, program = PROGRAM or \
-             IMPORT{program} answered in-process, both in the rules step; run = RUN{builtin}, \
-             in the run step; share = of all processing):"
-        },
+        &format!(
+            "Builtins, in-process (via import = IMPORT{{builtin}}, program = PROGRAM or \
+             IMPORT{{program}} answered in-process, both in the rules step; run = RUN{{builtin}}, \
+             in the run step; {}):",
+            if sampled {
+                "of the timed events; share = of their processing"
+            } else {
+                "share = of all processing"
+            }
+        ),
         &rows,
         &names,
         Columns {
@@ -788,12 +788,12 @@ fn share(part: u64, whole: u64) -> f64 {
 }
 
 /// The report as one JSON document: times in ns, shares as fractions of
-/// all processing (those of steps and builtins, of the timed events'). `limit` bounds the slowest events only; every table is
-/// whole.
+/// all processing (those of steps and builtins, of the timed events').
+/// `limit` bounds the slowest events only; every table is whole.
 pub fn json(j: &Journal, by: SortBy, limit: usize) -> String {
     use serde_json::{json, Value};
     let busy: u64 = j.events.iter().map(Event::processing).sum();
-    let busy_timed = timed_processing(j);
+    let (timed, busy_timed) = timed_events(j);
     let workers: std::collections::BTreeSet<usize> = j.events.iter().map(|e| e.worker).collect();
     let first = j.events.iter().map(|e| e.arrived).min().unwrap_or(0);
     let last = j.events.iter().map(|e| e.finished).max().unwrap_or(0);
@@ -842,7 +842,7 @@ pub fn json(j: &Journal, by: SortBy, limit: usize) -> String {
         "workers": workers.len(),
         "span": last.saturating_sub(first),
         "processing": busy,
-        "timed_events": j.events.iter().filter(|e| e.timed).count(),
+        "timed_events": timed,
         "timed_processing": busy_timed,
         "steps_every": j.header.steps_every,
         "failed": j.events.iter().filter(|e| e.failed()).count(),

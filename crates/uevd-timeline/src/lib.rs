@@ -287,23 +287,13 @@ impl CpuTimes {
     /// machines), not the rest of the file, whose interrupt counts grow
     /// with the machine.
     pub fn read() -> Option<CpuTimes> {
-        use rustix::fs::{Mode, OFlags};
-        let fd = rustix::fs::open(
-            "/proc/stat",
-            OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .ok()?;
+        use std::io::Read;
+        let mut file = File::open("/proc/stat").ok()?;
         let mut text = Vec::new();
         while !cpu_lines_complete(&text) {
             let at = text.len();
             text.resize(at + 4096, 0);
-            let n = loop {
-                match rustix::io::read(&fd, &mut text[at..]) {
-                    Err(rustix::io::Errno::INTR) => {}
-                    r => break r.ok()?,
-                }
-            };
+            let n = file.read(&mut text[at..]).ok()?;
             text.truncate(at + n);
             if n == 0 {
                 break;
@@ -500,8 +490,8 @@ impl Entry {
                             o.push(',');
                         }
                         o.push('[');
-                        // `file:line`: rules file names hold nothing to
-                        // escape but their own quotes and backslashes.
+                        // `"file:line"`: the quoted name, its closing
+                        // quote moved after the number.
                         json_string(o, &l.file, false);
                         o.pop();
                         o.push(':');
@@ -813,20 +803,17 @@ impl Journal {
 
     pub fn record(&self, entry: Entry) {
         thread_local! {
-            static LINE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+            static LINE: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
         }
         if let Some(sink) = &self.sink {
             // Each thread formats into its own buffer, kept between
             // records: an event's line is a few hundred bytes, written
             // once per event.
-            LINE.with(|line| match line.try_borrow_mut() {
-                Ok(mut line) => {
-                    line.clear();
-                    entry.write_json(&mut line);
-                    sink.append(&line);
-                }
-                Err(_) => sink.append(&entry.to_json()),
-            });
+            let mut line = LINE.take();
+            line.clear();
+            entry.write_json(&mut line);
+            sink.append(&line);
+            LINE.set(line);
         }
     }
 
