@@ -26,7 +26,7 @@ use uevd_queue::EventId;
 use uevd_rules::Rules;
 use uevd_sysfs::{Device, Sysfs};
 use uevd_timeline::{
-    now, BuiltinRecord, Entry, EventRecord, Journal, LineRecord, ProgramRecord, Step,
+    now, BuiltinRecord, Entry, EventRecord, Journal, LineRecord, ProgramRecord, Step, ThreadTimes,
 };
 use uevd_uevent::Properties;
 use uevd_uevent::{Action, Uevent};
@@ -295,7 +295,9 @@ impl Processor {
         let started = if self.journal.enabled() { now() } else { 0 };
         // Its steps are timed when the journal samples this one: where a
         // clock read is a system call, not every event's are.
-        let timed = self.journal.times_steps();
+        let sample = self.journal.sample();
+        let timed = sample.steps;
+        let times_at_start = sample.cpu.then(ThreadTimes::now);
         let mut clock = Clock::new(timed, started);
         // A driver's binding is remembered in the parent cache as the
         // kernel told it, without the global properties.
@@ -336,6 +338,7 @@ impl Processor {
             clock.step("broadcast");
         }
         self.processed.fetch_add(1, Ordering::Relaxed);
+        let used = times_at_start.map(|t| ThreadTimes::now().since(t));
         if self.journal.enabled() {
             let ev = device.event();
             self.journal.record(Entry::Event(EventRecord {
@@ -363,6 +366,7 @@ impl Processor {
                 slow_lines: clock.slow_lines,
                 error,
                 untimed: !timed,
+                used,
             }));
         }
     }

@@ -67,6 +67,111 @@ pub fn subsystems(j: &Journal) -> Vec<Tally> {
     sorted(m)
 }
 
+/// Where a worker thread's time went while it processed some events:
+/// on a CPU, runnable but waiting for one, and asleep (for a disk, a
+/// lock, the kernel). Only the events whose thread times were counted
+/// (one in [`uevd_timeline::CPU_EVERY`] on each worker) are in it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadUse {
+    pub name: String,
+    pub count: usize,
+    pub processing: u64,
+    pub cpu: u64,
+    /// Waiting for a CPU; None unless known for every event counted
+    /// (the kernel keeps it with scheduler statistics).
+    pub runq: Option<u64>,
+}
+
+impl ThreadUse {
+    fn new(name: &str) -> ThreadUse {
+        ThreadUse {
+            name: name.to_string(),
+            runq: Some(0),
+            ..ThreadUse::default()
+        }
+    }
+
+    fn add(&mut self, e: &Event, cpu: u64) {
+        self.count += 1;
+        self.processing += e.processing();
+        self.cpu += cpu;
+        self.runq = self.runq.zip(e.runq).map(|(a, b)| a + b);
+    }
+
+    /// Neither on a CPU nor waiting for one.
+    pub fn asleep(&self) -> Option<u64> {
+        Some(
+            self.processing
+                .saturating_sub(self.cpu)
+                .saturating_sub(self.runq?),
+        )
+    }
+}
+
+/// The counted events together (named "all"), then by subsystem, most
+/// CPU first; empty when no event's thread times were counted.
+pub fn thread_use(j: &Journal) -> Vec<ThreadUse> {
+    let mut all = ThreadUse::new("all");
+    let mut by: BTreeMap<&str, ThreadUse> = BTreeMap::new();
+    for e in &j.events {
+        if let Some(cpu) = e.cpu {
+            all.add(e, cpu);
+            by.entry(&e.subsystem)
+                .or_insert_with(|| ThreadUse::new(&e.subsystem))
+                .add(e, cpu);
+        }
+    }
+    if all.count == 0 {
+        return Vec::new();
+    }
+    let mut rows: Vec<ThreadUse> = by.into_values().collect();
+    rows.sort_by(|a, b| b.cpu.cmp(&a.cpu).then_with(|| a.name.cmp(&b.name)));
+    rows.insert(0, all);
+    rows
+}
+
+fn thread_use_table(out: &mut String, j: &Journal, limit: usize) {
+    let rows = thread_use(j);
+    let Some(all) = rows.first() else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "\nWhere the workers' time went, for the {} events whose thread's CPU was counted \
+         (one in {} on each worker; means per event, share = of their processing; \
+         asleep = waiting for a disk, a lock or the kernel):",
+        all.count,
+        j.header.cpu_every.max(1),
+    );
+    let _ = writeln!(
+        out,
+        "  {:>8} {:>10} {:>10} {:>6} {:>10} {:>6} {:>10} {:>6}  subsystem",
+        "count", "processing", "cpu", "share", "for a cpu", "share", "asleep", "share"
+    );
+    let shown = shown(limit, rows.len() - 1) + 1;
+    for r in &rows[..shown] {
+        let n = r.count.max(1) as u64;
+        let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| dur(v / n));
+        let opt_pct = |v: Option<u64>| v.map_or("-".to_string(), |v| pct(v, r.processing));
+        let _ = writeln!(
+            out,
+            "  {:>8} {:>10} {:>10} {:>6} {:>10} {:>6} {:>10} {:>6}  {}",
+            r.count,
+            dur(r.processing / n),
+            dur(r.cpu / n),
+            pct(r.cpu, r.processing),
+            opt(r.runq),
+            opt_pct(r.runq),
+            opt(r.asleep()),
+            opt_pct(r.asleep()),
+            r.name
+        );
+    }
+    if shown < rows.len() {
+        let _ = writeln!(out, "  ... {} more", rows.len() - shown);
+    }
+}
+
 /// Every step name, summed over all events.
 pub fn steps(j: &Journal) -> Vec<Tally> {
     let mut m: BTreeMap<String, Tally> = BTreeMap::new();
@@ -372,6 +477,18 @@ fn timed_events(j: &Journal) -> (usize, u64) {
         .fold((0, 0), |(n, t), e| (n + 1, t + e.processing()))
 }
 
+/// What the event's worker thread did while processing it, when that was
+/// counted.
+pub fn worker_times(e: &Event) -> Option<String> {
+    let cpu = e.cpu?;
+    Some(format!(
+        "its worker: on a CPU {}, waiting for one {}, asleep {}",
+        dur(cpu),
+        e.runq.map_or("-".to_string(), dur),
+        e.asleep().map_or("-".to_string(), dur),
+    ))
+}
+
 /// The steps of one event with their durations, and what no step covers.
 fn step_line(e: &Event) -> String {
     if !e.timed {
@@ -649,6 +766,9 @@ pub fn report(j: &Journal, by: SortBy, limit: usize) -> String {
             }
         );
         let _ = writeln!(out, "  {:>32}  {}", "", step_line(e));
+        if let Some(times) = worker_times(e) {
+            let _ = writeln!(out, "  {:>32}  {times}", "");
+        }
     }
     tally_table(
         &mut out,
@@ -661,6 +781,7 @@ pub fn report(j: &Journal, by: SortBy, limit: usize) -> String {
         },
         limit,
     );
+    thread_use_table(&mut out, j, limit);
     let st = steps(j);
     if !st.is_empty() {
         let _ = writeln!(
@@ -778,6 +899,31 @@ fn tally_json(t: &Tally, share_of: Option<u64>) -> serde_json::Value {
     v
 }
 
+/// The counted events' thread times (totals in ns), null when none were
+/// counted.
+fn thread_use_json(j: &Journal) -> serde_json::Value {
+    let row = |r: &ThreadUse| {
+        serde_json::json!({
+            "name": r.name,
+            "count": r.count,
+            "processing": r.processing,
+            "cpu": r.cpu,
+            "runq": r.runq,
+            "asleep": r.asleep(),
+        })
+    };
+    let rows = thread_use(j);
+    match rows.split_first() {
+        None => serde_json::Value::Null,
+        Some((all, subsystems)) => {
+            let mut v = row(all);
+            v["cpu_every"] = serde_json::json!(j.header.cpu_every);
+            v["subsystems"] = subsystems.iter().map(row).collect();
+            v
+        }
+    }
+}
+
 /// A fraction of `whole`, 0 when there is none.
 fn share(part: u64, whole: u64) -> f64 {
     if whole == 0 {
@@ -810,6 +956,8 @@ pub fn json(j: &Journal, by: SortBy, limit: usize) -> String {
                 "wait": e.wait(),
                 "processing": e.processing(),
                 "timed": e.timed,
+                "cpu": e.cpu,
+                "runq": e.runq,
                 "steps": e.steps.iter().map(|s| json!({"name": s.name(), "duration": s.duration()})).collect::<Vec<_>>(),
                 "builtins": e.builtins.iter().map(|(n, via, _, d)| json!({"name": n, "via": via, "duration": d})).collect::<Vec<_>>(),
                 "slow_lines": e.slow_lines.iter().map(|(p, _, d)| json!({"line": p, "duration": d})).collect::<Vec<_>>(),
@@ -857,6 +1005,7 @@ pub fn json(j: &Journal, by: SortBy, limit: usize) -> String {
         })),
         "slowest": slowest,
         "subsystems": subsystems,
+        "thread_use": thread_use_json(j),
         "steps": steps(j).iter().map(|t| tally_json(t, Some(busy_timed))).collect::<Vec<_>>(),
         "rules_step": {
             "total": split.rules,
@@ -934,6 +1083,91 @@ mod tests {
         assert!(r.contains("failed: exit 1"));
         assert!(r.contains("scsi_id (1 failed)"));
         assert!(r.contains("Modules:"));
+    }
+
+    /// Two block events and a scsi one had their worker's times counted
+    /// (the second block event without its wait for a CPU); one was not.
+    const USED: &str = r#"{"type":"header","format":"uevd-timeline","version":4,"pid":1,"started":0,"steps_every":1,"cpu_every":8}
+{"type":"event","id":1,"action":"add","devpath":"/devices/s/block/sda","subsystem":"block","worker":0,"arrived":0,"started":1000000,"finished":11000000,"steps":[],"cpu":4000000,"runq":5000000,"result":"ok"}
+{"type":"event","id":2,"action":"add","devpath":"/devices/s/block/sdb","subsystem":"block","worker":1,"arrived":0,"started":1000000,"finished":21000000,"steps":[],"cpu":6000000,"result":"ok"}
+{"type":"event","id":3,"action":"add","devpath":"/devices/s","subsystem":"scsi","worker":0,"arrived":0,"started":0,"finished":2000000,"steps":[],"cpu":500000,"runq":500000,"result":"ok"}
+{"type":"event","id":4,"action":"add","devpath":"/devices/t","subsystem":"scsi","worker":1,"arrived":0,"started":0,"finished":9000000,"steps":[],"result":"ok"}
+"#;
+
+    #[test]
+    fn the_counted_events_time_is_cpu_waiting_for_one_and_asleep() {
+        let j = Journal::parse(USED).unwrap();
+        let rows: Vec<_> = thread_use(&j)
+            .into_iter()
+            .map(|r| {
+                (
+                    r.name.clone(),
+                    r.count,
+                    r.processing,
+                    r.cpu,
+                    r.runq,
+                    r.asleep(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("all".into(), 3, 32_000_000, 10_500_000, None, None),
+                ("block".into(), 2, 30_000_000, 10_000_000, None, None),
+                (
+                    "scsi".into(),
+                    1,
+                    2_000_000,
+                    500_000,
+                    Some(500_000),
+                    Some(1_000_000)
+                ),
+            ]
+        );
+        let text = report(&j, SortBy::Processing, 10);
+        assert!(
+            text.contains(
+                "for the 3 events whose thread's CPU was counted (one in 8 on each worker"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("its worker: on a CPU 4.000ms, waiting for one 5.000ms, asleep 1.000ms"),
+            "{text}"
+        );
+        assert!(
+            text.contains("its worker: on a CPU 6.000ms, waiting for one -, asleep -"),
+            "{text}"
+        );
+        let scsi = text
+            .lines()
+            .find(|l| l.ends_with("  scsi") && l.contains("25.0%"))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert_eq!(
+            scsi.split_whitespace().collect::<Vec<_>>(),
+            ["1", "2.000ms", "500us", "25.0%", "500us", "25.0%", "1.000ms", "50.0%", "scsi"]
+        );
+        let v: serde_json::Value = serde_json::from_str(&json(&j, SortBy::Processing, 10)).unwrap();
+        let t = &v["thread_use"];
+        assert_eq!(
+            (
+                t["count"].as_u64(),
+                t["cpu"].as_u64(),
+                t["cpu_every"].as_u64()
+            ),
+            (Some(3), Some(10_500_000), Some(8))
+        );
+        assert!(t["runq"].is_null());
+        assert_eq!(t["subsystems"][1]["asleep"], 1_000_000);
+        // Without counted events there is no such table.
+        let old = Journal::parse(J).unwrap();
+        assert!(!report(&old, SortBy::Processing, 10).contains("Where the workers' time went"));
+        assert!(
+            serde_json::from_str::<serde_json::Value>(&json(&old, SortBy::Processing, 10)).unwrap()
+                ["thread_use"]
+                .is_null()
+        );
     }
 
     /// hid's insertion outlives its init (the kernel's wait for every

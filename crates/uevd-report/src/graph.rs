@@ -503,6 +503,9 @@ impl<'a> Layout<'a> {
                     dur(e.wait()),
                     dur(e.processing())
                 );
+                if let Some(times) = crate::blame::worker_times(e) {
+                    let _ = write!(s, "\n{times}");
+                }
                 if e.failed() {
                     let _ = write!(s, "\nfailed: {}", e.error.as_deref().unwrap_or("error"));
                 }
@@ -1450,6 +1453,27 @@ mod tests {
         assert!(html.contains("/devices/&lt;x&gt;&amp;&quot;y&quot;"));
         assert!(html.contains(r#"\u003cx\u003e\u0026\"y\""#));
         assert!(!html.contains("<x>"));
+    }
+
+    /// An event whose worker's times were counted says so in its title.
+    #[test]
+    fn an_events_title_has_its_workers_cpu_when_counted() {
+        let j = Journal::parse(concat!(
+            r#"{"type":"header","format":"uevd-timeline","version":4,"pid":1,"started":0,"cpu_every":8}"#,
+            "\n",
+            r#"{"type":"event","id":1,"action":"add","devpath":"/devices/a","subsystem":"block","worker":0,"arrived":0,"started":1000000,"finished":9000000,"steps":[],"cpu":2000000,"runq":5000000,"result":"ok"}"#,
+            "\n",
+            r#"{"type":"event","id":2,"action":"add","devpath":"/devices/b","subsystem":"block","worker":0,"arrived":0,"started":9000000,"finished":10000000,"steps":[],"result":"ok"}"#,
+            "\n"
+        ))
+        .unwrap();
+        let (html, _) = render(Some(&j), None, &Options::default());
+        assert_eq!(
+            html.matches("its worker: on a CPU 2.000ms, waiting for one 5.000ms, asleep 1.000ms")
+                .count(),
+            1,
+            "{html}"
+        );
     }
 
     /// A journal with CPU records gets a lane of the machine's CPUs: a

@@ -45,12 +45,61 @@ use std::time::Duration;
 pub mod read;
 
 pub const FORMAT: &str = "uevd-timeline";
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 /// Nanoseconds of CLOCK_BOOTTIME.
 pub fn now() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// What the calling thread has used so far, in nanoseconds: its CPU time,
+/// and, where the kernel keeps scheduler statistics, its time runnable
+/// but waiting for a CPU. Between an event's start and finish the two
+/// tell its work from its waits: a wall time alone mixes in the other
+/// threads that had the CPUs, which on a busy machine is most of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadTimes {
+    pub cpu: u64,
+    pub runq: Option<u64>,
+}
+
+impl ThreadTimes {
+    pub fn now() -> ThreadTimes {
+        thread_local! {
+            // `thread-self` is resolved when it is opened: each thread
+            // keeps its own, and reading it costs one call.
+            static SCHEDSTAT: Option<File> = File::open("/proc/thread-self/schedstat").ok();
+        }
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+        let runq = SCHEDSTAT.with(|f| {
+            use std::os::unix::fs::FileExt;
+            let mut buf = [0u8; 96];
+            let n = f.as_ref()?.read_at(&mut buf, 0).ok()?;
+            run_delay(&buf[..n])
+        });
+        ThreadTimes {
+            cpu: t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64,
+            runq,
+        }
+    }
+
+    /// What was used since `earlier`, by the same thread.
+    pub fn since(self, earlier: ThreadTimes) -> ThreadTimes {
+        ThreadTimes {
+            cpu: self.cpu.saturating_sub(earlier.cpu),
+            runq: self
+                .runq
+                .zip(earlier.runq)
+                .map(|(now, then)| now.saturating_sub(then)),
+        }
+    }
+}
+
+/// The run-queue delay of a `schedstat` line ("on-CPU waited slices").
+fn run_delay(line: &[u8]) -> Option<u64> {
+    let field = line.split(|b| b.is_ascii_whitespace()).nth(1)?;
+    std::str::from_utf8(field).ok()?.parse().ok()
 }
 
 /// Microseconds of CLOCK_MONOTONIC, the clock of udev's `I:` and
@@ -119,6 +168,9 @@ pub struct EventRecord {
     /// Its steps, builtins and rule lines were not timed (see
     /// [`StepTiming`]): only when it started and finished.
     pub untimed: bool,
+    /// What its worker's thread used between its start and finish, for
+    /// one event in [`CPU_EVERY`] on each worker.
+    pub used: Option<ThreadTimes>,
 }
 
 /// Which events have their steps, builtins and rule lines timed: the
@@ -141,6 +193,11 @@ pub enum StepTiming {
 pub const SLOW_CLOCK_READ_NS: u64 = 500;
 /// Where it is, one event in this many is timed step by step.
 pub const SAMPLE_EVERY: u32 = 8;
+/// One event in this many on each worker has its thread's CPU time and
+/// run-queue wait counted ([`ThreadTimes`]): four system calls wherever
+/// the clock is, a few microseconds even natively, where an event costs
+/// fifty to a hundred.
+pub const CPU_EVERY: u32 = 8;
 
 impl std::str::FromStr for StepTiming {
     type Err = String;
@@ -184,6 +241,16 @@ pub fn clock_read_ns() -> u64 {
         })
         .min()
         .unwrap_or(0)
+}
+
+/// What [`Journal::sample`] records of one event besides its start and
+/// finish.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sample {
+    /// Its steps, builtins and rule lines, each timed.
+    pub steps: bool,
+    /// Its worker thread's CPU time and run-queue wait ([`ThreadTimes`]).
+    pub cpu: bool,
 }
 
 /// What asked for a builtin. The rules step holds `Import` and `Program`
@@ -504,6 +571,14 @@ impl Entry {
                 if e.untimed {
                     o.push_str(",\"timed\":false");
                 }
+                if let Some(used) = e.used {
+                    o.push_str(",\"cpu\":");
+                    push_num(o, used.cpu);
+                    if let Some(r) = used.runq {
+                        o.push_str(",\"runq\":");
+                        push_num(o, r);
+                    }
+                }
                 o.push_str(",\"result\":");
                 match &e.error {
                     None => o.push_str("\"ok\""),
@@ -734,7 +809,7 @@ impl Journal {
         let mut header = String::new();
         let _ = writeln!(
             header,
-            "{{\"type\":\"header\",\"format\":\"{FORMAT}\",\"version\":{VERSION},\"clock\":\"boottime\",\"unit\":\"ns\",\"pid\":{},\"started\":{},\"steps_every\":{steps_every}}}",
+            "{{\"type\":\"header\",\"format\":\"{FORMAT}\",\"version\":{VERSION},\"clock\":\"boottime\",\"unit\":\"ns\",\"pid\":{},\"started\":{},\"steps_every\":{steps_every},\"cpu_every\":{CPU_EVERY}}}",
             std::process::id(),
             now()
         );
@@ -778,20 +853,24 @@ impl Journal {
         self.sink.is_some()
     }
 
-    /// Whether the event this thread starts now is timed step by step:
-    /// the first of every [`Journal::steps_every`] on each thread, so each
-    /// worker's sample is spread evenly over its events.
-    pub fn times_steps(&self) -> bool {
+    /// What is recorded of the event this thread starts now: its steps
+    /// for the first of every [`Journal::steps_every`] on each thread, its
+    /// thread's times for the first of every [`CPU_EVERY`], so each
+    /// worker's samples are spread evenly over its events.
+    pub fn sample(&self) -> Sample {
         thread_local! {
-            static STARTED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+            static STARTED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
         }
         let Some(sink) = &self.sink else {
-            return false;
+            return Sample::default();
         };
         STARTED.with(|n| {
             let k = n.get();
-            n.set(if k + 1 >= sink.steps_every { 0 } else { k + 1 });
-            k == 0
+            n.set(k + 1);
+            Sample {
+                steps: k % u64::from(sink.steps_every) == 0,
+                cpu: k % u64::from(CPU_EVERY) == 0,
+            }
         })
     }
 
@@ -890,6 +969,7 @@ mod tests {
             slow_lines: vec![],
             error: Some("boom".into()),
             untimed: false,
+            used: None,
         };
         j.record(Entry::Event(ev.clone()));
         j.record(Entry::Module(ModuleRecord {
@@ -1175,16 +1255,16 @@ mod tests {
         let path = tmp.path().join("t.jsonl");
         let (j, w) = Journal::create_timed(&path, 1 << 20, StepTiming::Every(3)).unwrap();
         assert_eq!(j.steps_every(), 3);
-        let here: Vec<bool> = (0..7).map(|_| j.times_steps()).collect();
+        let here: Vec<bool> = (0..7).map(|_| j.sample().steps).collect();
         assert_eq!(here, [true, false, false, true, false, false, true]);
         // Another worker starts its own count with a timed event.
         let j2 = j.clone();
         let there =
-            std::thread::spawn(move || (0..4).map(|_| j2.times_steps()).collect::<Vec<_>>())
+            std::thread::spawn(move || (0..4).map(|_| j2.sample().steps).collect::<Vec<_>>())
                 .join()
                 .unwrap();
         assert_eq!(there, [true, false, false, true]);
-        assert!(!Journal::disabled().times_steps());
+        assert_eq!(Journal::disabled().sample(), Sample::default());
         let timed = EventRecord {
             id: 1,
             action: "add",
@@ -1220,6 +1300,82 @@ mod tests {
         // Before version 3 every event was timed.
         let old = read::Journal::parse(&old_journal(2)).unwrap();
         assert_eq!((old.header.steps_every, old.events[0].timed), (1, true));
+    }
+
+    #[test]
+    fn one_event_in_cpu_every_has_its_threads_times_counted_whatever_the_steps_sample() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.jsonl");
+        let (j, w) = Journal::create_timed(&path, 1 << 20, StepTiming::Every(3)).unwrap();
+        let samples: Vec<Sample> = (0..17).map(|_| j.sample()).collect();
+        let which = |f: fn(&Sample) -> bool| -> Vec<usize> {
+            (0..samples.len()).filter(|&i| f(&samples[i])).collect()
+        };
+        assert_eq!(which(|s| s.steps), [0, 3, 6, 9, 12, 15]);
+        assert_eq!(which(|s| s.cpu), [0, 8, 16]);
+        let counted = EventRecord {
+            id: 1,
+            action: "add",
+            started: 10,
+            finished: 30,
+            used: Some(ThreadTimes {
+                cpu: 5,
+                runq: Some(3),
+            }),
+            ..EventRecord::default()
+        };
+        let unknown_wait = EventRecord {
+            id: 2,
+            action: "add",
+            started: 40,
+            finished: 50,
+            used: Some(ThreadTimes { cpu: 4, runq: None }),
+            ..EventRecord::default()
+        };
+        let line = Entry::Event(counted.clone()).to_json();
+        assert!(line.contains(r#","cpu":5,"runq":3,"#), "{line}");
+        assert!(!Entry::Event(EventRecord::default())
+            .to_json()
+            .contains("cpu"));
+        j.record(Entry::Event(counted));
+        j.record(Entry::Event(unknown_wait));
+        drop(j);
+        w.finish().unwrap();
+        let back = read::Journal::load(&path).unwrap();
+        assert_eq!(back.header.cpu_every, CPU_EVERY);
+        let got: Vec<_> = back
+            .events
+            .iter()
+            .map(|e| (e.cpu, e.runq, e.asleep()))
+            .collect();
+        assert_eq!(got, [(Some(5), Some(3), Some(12)), (Some(4), None, None)]);
+        // Before version 4 no event's were counted.
+        let old = read::Journal::parse(&old_journal(3)).unwrap();
+        assert_eq!((old.header.cpu_every, old.events[0].cpu), (0, None));
+    }
+
+    #[test]
+    fn a_threads_times_hold_its_cpu_and_not_its_sleep() {
+        assert_eq!(run_delay(b"392651023 136866 1\n"), Some(136_866));
+        assert_eq!(run_delay(b"392651023\n"), None);
+        // The CPU time is read inside the wall time's span.
+        let wall = std::time::Instant::now();
+        let start = ThreadTimes::now();
+        while wall.elapsed() < Duration::from_millis(5) {
+            std::hint::black_box(now());
+        }
+        let spun = ThreadTimes::now().since(start);
+        let spun_wall = wall.elapsed().as_nanos() as u64;
+        assert!(
+            spun.cpu > 0 && spun.cpu <= spun_wall,
+            "{spun:?} in {spun_wall} ns"
+        );
+        let schedstat = Path::new("/proc/thread-self/schedstat").exists();
+        assert_eq!(spun.runq.is_some(), schedstat);
+        let before = ThreadTimes::now();
+        std::thread::sleep(Duration::from_millis(50));
+        let slept = ThreadTimes::now().since(before);
+        assert!(slept.cpu < 25_000_000, "asleep, yet {slept:?}");
     }
 
     #[test]

@@ -36,6 +36,10 @@ pub struct Header {
     /// (version 3; every event before).
     #[serde(default = "one")]
     pub steps_every: u32,
+    /// One event in this many on each worker had its thread's CPU time
+    /// and run-queue wait counted (version 4; 0, none, before).
+    #[serde(default)]
+    pub cpu_every: u32,
 }
 
 fn one() -> u32 {
@@ -114,6 +118,14 @@ pub struct Event {
     /// may time a sample of the events; every event was before).
     #[serde(default = "yes")]
     pub timed: bool,
+    /// Its worker thread's CPU time between its start and finish, for a
+    /// sample of the events (version 4).
+    #[serde(default)]
+    pub cpu: Option<u64>,
+    /// Of the rest, the time the thread was runnable but waiting for a
+    /// CPU (where the kernel keeps scheduler statistics).
+    #[serde(default)]
+    pub runq: Option<u64>,
 }
 
 impl Event {
@@ -124,6 +136,15 @@ impl Event {
     /// Time a worker spent on it.
     pub fn processing(&self) -> u64 {
         self.finished.saturating_sub(self.started)
+    }
+    /// The time its thread slept while processing it (for a disk, a
+    /// lock, the kernel): what is neither CPU nor waiting for one.
+    pub fn asleep(&self) -> Option<u64> {
+        Some(
+            self.processing()
+                .saturating_sub(self.cpu?)
+                .saturating_sub(self.runq?),
+        )
     }
     pub fn failed(&self) -> bool {
         self.result == "error" || self.error.is_some()

@@ -1544,7 +1544,8 @@ fn builtins_and_slow_rule_lines_are_timed_in_the_journal() {
 /// Where reading the clock is a system call, a sample of the events is
 /// timed step by step; here one in two, on one worker: every other event
 /// in the order processed has its steps and builtins, and every event its
-/// start and finish.
+/// start and finish. One in 8 also has its worker's CPU time and wait for
+/// a CPU, whatever the clock.
 #[test]
 fn one_event_in_n_is_timed_step_by_step() {
     let _g = serial();
@@ -1557,17 +1558,30 @@ fn one_event_in_n_is_timed_step_by_step() {
     let daemon = lab
         .start_uevd(uevd(), &["--timeline-steps", "2", "--workers", "1"])
         .unwrap();
-    lab.ip_batch(&veth_pairs("ts", 4)).unwrap();
+    lab.ip_batch(&veth_pairs("ts", 9)).unwrap();
     lab.settle(uevd()).unwrap();
     daemon.stop(&lab).unwrap();
     let j = journal(&lab);
     assert_eq!(j.header.steps_every, 2);
+    assert_eq!(j.header.cpu_every, 8);
     let mut events: Vec<_> = j.events.iter().collect();
     events.sort_by_key(|e| e.started);
-    assert!(events.len() >= 8, "{} events", events.len());
+    assert!(events.len() >= 18, "{} events", events.len());
+    let schedstat = std::path::Path::new("/proc/thread-self/schedstat").exists();
     for (i, e) in events.iter().enumerate() {
         assert_eq!(e.timed, i % 2 == 0, "event {i}: {} {}", e.action, e.devpath);
         assert!(e.started > 0 && e.started <= e.finished, "{e:?}");
+        // Its worker's own times, for one event in 8: some CPU, never
+        // more than the event's wall time (a microsecond of slack for the
+        // two clocks' reads).
+        match e.cpu {
+            Some(cpu) => {
+                assert!(i % 8 == 0, "event {i} counted: {e:?}");
+                assert!(cpu > 0 && cpu <= e.processing() + 1_000, "{e:?}");
+                assert_eq!(e.runq.is_some(), schedstat, "{e:?}");
+            }
+            None => assert!(i % 8 != 0, "event {i} not counted: {e:?}"),
+        }
         if e.timed {
             assert!(e.steps.iter().any(|s| s.0 == "rules"), "{e:?}");
         } else {
@@ -1585,6 +1599,13 @@ fn one_event_in_n_is_timed_step_by_step() {
     assert_eq!(with_net_id, timed_adds);
     let text = blame(&lab);
     assert!(text.contains("(one in 2 on each worker"), "{text}");
+    let counted = events.iter().filter(|e| e.cpu.is_some()).count();
+    assert!(
+        text.contains(&format!(
+            "Where the workers' time went, for the {counted} events whose thread's CPU was counted (one in 8"
+        )),
+        "{text}"
+    );
 }
 
 /// systemd 256's ID_PROCESSING=1 while RUN programs run (and only for an
