@@ -83,11 +83,16 @@ struct Clock {
     slow_lines: Vec<LineRecord>,
     mark: u64,
     enabled: bool,
+    /// The thread's CPU time at the last step's end, for an event whose
+    /// thread times are counted; each step then records its CPU too.
+    cpu_mark: Option<u64>,
+    step_cpu: Vec<u64>,
 }
 
 impl Clock {
-    /// Steps start at `start`, the event's start.
-    fn new(enabled: bool, start: u64) -> Clock {
+    /// Steps start at `start`, the event's start, and at `cpu_start` of
+    /// the thread's CPU time when that is counted.
+    fn new(enabled: bool, start: u64, cpu_start: Option<u64>) -> Clock {
         Clock {
             steps: Vec::new(),
             programs: Vec::new(),
@@ -95,6 +100,8 @@ impl Clock {
             slow_lines: Vec::new(),
             mark: start,
             enabled,
+            cpu_mark: cpu_start.filter(|_| enabled),
+            step_cpu: Vec::new(),
         }
     }
 
@@ -163,6 +170,11 @@ impl Clock {
                 duration: end.saturating_sub(self.mark),
             });
             self.mark = end;
+            if let Some(before) = self.cpu_mark {
+                let cpu = uevd_timeline::thread_cpu_ns();
+                self.step_cpu.push(cpu.saturating_sub(before));
+                self.cpu_mark = Some(cpu);
+            }
         }
     }
 }
@@ -298,7 +310,7 @@ impl Processor {
         let sample = self.journal.sample();
         let timed = sample.steps;
         let times_at_start = sample.cpu.then(ThreadTimes::now);
-        let mut clock = Clock::new(timed, started);
+        let mut clock = Clock::new(timed, started, times_at_start.map(|t| t.cpu));
         // A driver's binding is remembered in the parent cache as the
         // kernel told it, without the global properties.
         let bound =
@@ -367,6 +379,7 @@ impl Processor {
                 error,
                 untimed: !timed,
                 used,
+                step_cpu: clock.step_cpu,
             }));
         }
     }

@@ -188,6 +188,68 @@ pub fn steps(j: &Journal) -> Vec<Tally> {
     sorted(m)
 }
 
+/// A step's wall time and its worker's CPU in it, over the events whose
+/// thread times were counted and whose steps were timed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StepCpu {
+    pub name: String,
+    pub count: usize,
+    pub wall: u64,
+    pub cpu: u64,
+}
+
+/// Every step name's wall and CPU time, most CPU first.
+pub fn step_cpu(j: &Journal) -> Vec<StepCpu> {
+    let mut m: BTreeMap<&str, StepCpu> = BTreeMap::new();
+    for e in &j.events {
+        if e.step_cpu.len() != e.steps.len() {
+            continue;
+        }
+        for (s, &cpu) in e.steps.iter().zip(&e.step_cpu) {
+            let t = m.entry(s.name()).or_insert_with(|| StepCpu {
+                name: s.name().to_string(),
+                ..StepCpu::default()
+            });
+            t.count += 1;
+            t.wall += s.duration();
+            t.cpu += cpu;
+        }
+    }
+    let mut v: Vec<StepCpu> = m.into_values().collect();
+    v.sort_by(|a, b| b.cpu.cmp(&a.cpu).then_with(|| a.name.cmp(&b.name)));
+    v
+}
+
+fn step_cpu_table(out: &mut String, j: &Journal) {
+    let rows = step_cpu(j);
+    if rows.is_empty() {
+        return;
+    }
+    let cpu: u64 = rows.iter().map(|r| r.cpu).sum();
+    let _ = writeln!(
+        out,
+        "\nSteps of the events whose worker's CPU was counted, by CPU (wall and CPU means \
+         per run; share = of those steps' CPU):"
+    );
+    let _ = writeln!(
+        out,
+        "  {:>8} {:>10} {:>10} {:>6}  step",
+        "runs", "wall", "cpu", "share"
+    );
+    for r in &rows {
+        let n = r.count.max(1) as u64;
+        let _ = writeln!(
+            out,
+            "  {:>8} {:>10} {:>10} {:>6}  {}",
+            r.count,
+            dur(r.wall / n),
+            dur(r.cpu / n),
+            pct(r.cpu, cpu),
+            r.name
+        );
+    }
+}
+
 /// External programs: steps named `program...`.
 pub fn programs(j: &Journal) -> Vec<Tally> {
     let mut m: BTreeMap<String, Tally> = BTreeMap::new();
@@ -805,6 +867,7 @@ pub fn report(j: &Journal, by: SortBy, limit: usize) -> String {
             );
         }
     }
+    step_cpu_table(&mut out, j);
     let split = rules_split(j);
     if split.rules > 0 {
         let rest = split.rules.saturating_sub(split.builtins + split.forked);
@@ -1006,6 +1069,12 @@ pub fn json(j: &Journal, by: SortBy, limit: usize) -> String {
         "slowest": slowest,
         "subsystems": subsystems,
         "thread_use": thread_use_json(j),
+        "step_cpu": step_cpu(j).iter().map(|t| serde_json::json!({
+            "name": t.name,
+            "count": t.count,
+            "wall": t.wall,
+            "cpu": t.cpu,
+        })).collect::<Vec<_>>(),
         "steps": steps(j).iter().map(|t| tally_json(t, Some(busy_timed))).collect::<Vec<_>>(),
         "rules_step": {
             "total": split.rules,
@@ -1088,7 +1157,7 @@ mod tests {
     /// Two block events and a scsi one had their worker's times counted
     /// (the second block event without its wait for a CPU); one was not.
     const USED: &str = r#"{"type":"header","format":"uevd-timeline","version":4,"pid":1,"started":0,"steps_every":1,"cpu_every":8}
-{"type":"event","id":1,"action":"add","devpath":"/devices/s/block/sda","subsystem":"block","worker":0,"arrived":0,"started":1000000,"finished":11000000,"steps":[],"cpu":4000000,"runq":5000000,"result":"ok"}
+{"type":"event","id":1,"action":"add","devpath":"/devices/s/block/sda","subsystem":"block","worker":0,"arrived":0,"started":1000000,"finished":11000000,"steps":[["rules",1000000,6000000],["db",7000000,4000000]],"step_cpu":[3000000,1000000],"cpu":4000000,"runq":5000000,"result":"ok"}
 {"type":"event","id":2,"action":"add","devpath":"/devices/s/block/sdb","subsystem":"block","worker":1,"arrived":0,"started":1000000,"finished":21000000,"steps":[],"cpu":6000000,"result":"ok"}
 {"type":"event","id":3,"action":"add","devpath":"/devices/s","subsystem":"scsi","worker":0,"arrived":0,"started":0,"finished":2000000,"steps":[],"cpu":500000,"runq":500000,"result":"ok"}
 {"type":"event","id":4,"action":"add","devpath":"/devices/t","subsystem":"scsi","worker":1,"arrived":0,"started":0,"finished":9000000,"steps":[],"result":"ok"}
@@ -1160,6 +1229,26 @@ mod tests {
         );
         assert!(t["runq"].is_null());
         assert_eq!(t["subsystems"][1]["asleep"], 1_000_000);
+        let steps: Vec<_> = step_cpu(&j)
+            .into_iter()
+            .map(|t| (t.name, t.count, t.wall, t.cpu))
+            .collect();
+        assert_eq!(
+            steps,
+            [
+                ("rules".to_string(), 1, 6_000_000, 3_000_000),
+                ("db".to_string(), 1, 4_000_000, 1_000_000)
+            ]
+        );
+        let rules = text
+            .lines()
+            .find(|l| l.ends_with("  rules") && l.contains("75.0%"))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert_eq!(
+            rules.split_whitespace().collect::<Vec<_>>(),
+            ["1", "6.000ms", "3.000ms", "75.0%", "rules"]
+        );
+        assert_eq!(v["step_cpu"][1]["cpu"], 1_000_000);
         // Without counted events there is no such table.
         let old = Journal::parse(J).unwrap();
         assert!(!report(&old, SortBy::Processing, 10).contains("Where the workers' time went"));

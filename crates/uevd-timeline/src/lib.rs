@@ -71,17 +71,14 @@ impl ThreadTimes {
             // keeps its own, and reading it costs one call.
             static SCHEDSTAT: Option<File> = File::open("/proc/thread-self/schedstat").ok();
         }
-        let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+        let cpu = thread_cpu_ns();
         let runq = SCHEDSTAT.with(|f| {
             use std::os::unix::fs::FileExt;
             let mut buf = [0u8; 96];
             let n = f.as_ref()?.read_at(&mut buf, 0).ok()?;
             run_delay(&buf[..n])
         });
-        ThreadTimes {
-            cpu: t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64,
-            runq,
-        }
+        ThreadTimes { cpu, runq }
     }
 
     /// What was used since `earlier`, by the same thread.
@@ -94,6 +91,12 @@ impl ThreadTimes {
                 .map(|(now, then)| now.saturating_sub(then)),
         }
     }
+}
+
+/// The calling thread's CPU time so far, in nanoseconds.
+pub fn thread_cpu_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// The run-queue delay of a `schedstat` line ("on-CPU waited slices").
@@ -171,6 +174,9 @@ pub struct EventRecord {
     /// What its worker's thread used between its start and finish, for
     /// one event in [`CPU_EVERY`] on each worker.
     pub used: Option<ThreadTimes>,
+    /// With `used` and its steps timed: the thread's CPU time in each
+    /// step, in the steps' order.
+    pub step_cpu: Vec<u64>,
 }
 
 /// Which events have their steps, builtins and rule lines timed: the
@@ -571,6 +577,16 @@ impl Entry {
                 if e.untimed {
                     o.push_str(",\"timed\":false");
                 }
+                if !e.step_cpu.is_empty() {
+                    o.push_str(",\"step_cpu\":[");
+                    for (i, c) in e.step_cpu.iter().enumerate() {
+                        if i > 0 {
+                            o.push(',');
+                        }
+                        push_num(o, *c);
+                    }
+                    o.push(']');
+                }
                 if let Some(used) = e.used {
                     o.push_str(",\"cpu\":");
                     push_num(o, used.cpu);
@@ -970,6 +986,7 @@ mod tests {
             error: Some("boom".into()),
             untimed: false,
             used: None,
+            step_cpu: vec![],
         };
         j.record(Entry::Event(ev.clone()));
         j.record(Entry::Module(ModuleRecord {
@@ -1322,6 +1339,19 @@ mod tests {
                 cpu: 5,
                 runq: Some(3),
             }),
+            steps: vec![
+                Step {
+                    name: "rules",
+                    start: 10,
+                    duration: 15,
+                },
+                Step {
+                    name: "db",
+                    start: 25,
+                    duration: 5,
+                },
+            ],
+            step_cpu: vec![4, 1],
             ..EventRecord::default()
         };
         let unknown_wait = EventRecord {
@@ -1333,7 +1363,10 @@ mod tests {
             ..EventRecord::default()
         };
         let line = Entry::Event(counted.clone()).to_json();
-        assert!(line.contains(r#","cpu":5,"runq":3,"#), "{line}");
+        assert!(
+            line.contains(r#","step_cpu":[4,1],"cpu":5,"runq":3,"#),
+            "{line}"
+        );
         assert!(!Entry::Event(EventRecord::default())
             .to_json()
             .contains("cpu"));
@@ -1349,6 +1382,8 @@ mod tests {
             .map(|e| (e.cpu, e.runq, e.asleep()))
             .collect();
         assert_eq!(got, [(Some(5), Some(3), Some(12)), (Some(4), None, None)]);
+        assert_eq!(back.events[0].step_cpu, [4, 1]);
+        assert!(back.events[1].step_cpu.is_empty());
         // Before version 4 no event's were counted.
         let old = read::Journal::parse(&old_journal(3)).unwrap();
         assert_eq!((old.header.cpu_every, old.events[0].cpu), (0, None));

@@ -126,6 +126,10 @@ pub struct Event {
     /// CPU (where the kernel keeps scheduler statistics).
     #[serde(default)]
     pub runq: Option<u64>,
+    /// With `cpu`, when its steps were timed: the thread's CPU time in
+    /// each step, in the steps' order (version 4).
+    #[serde(default)]
+    pub step_cpu: Vec<u64>,
 }
 
 impl Event {
