@@ -164,18 +164,6 @@ impl Ring {
 /// announcement and keeping it in `replay`.
 pub fn announce(b: &Broadcaster, replay: &Replay, dev: &Device, all: &[(Vec<u8>, Vec<u8>)]) {
     let ev = dev.event();
-    let mut props = Vec::new();
-    if ev.seqnum().is_none() {
-        // Synthesised events carry no kernel seqnum; libudev rejects an
-        // event without one.
-        props.extend_from_slice(b"SEQNUM=1\0");
-    }
-    for (k, v) in all {
-        props.extend_from_slice(k);
-        props.push(b'=');
-        props.extend_from_slice(v);
-        props.push(0);
-    }
     let tags = all
         .iter()
         .find(|(k, _)| k == b"TAGS")
@@ -185,10 +173,28 @@ pub fn announce(b: &Broadcaster, replay: &Replay, dev: &Device, all: &[(Vec<u8>,
                 .collect::<Vec<_>>()
         })
         .unwrap_or_default();
+    // Encoded in place, before the ring's lock is taken: under it, other
+    // workers wait, and all that needs it is the number.
+    let mut msg = monitor::encode(b"", ev.subsystem(), ev.devtype(), tags);
+    msg.reserve(
+        all.iter()
+            .map(|(k, v)| k.len() + v.len() + 2)
+            .sum::<usize>()
+            + "UEVD_SEQ=\0".len()
+            + 20,
+    );
+    if ev.seqnum().is_none() {
+        // Synthesised events carry no kernel seqnum; libudev rejects an
+        // event without one.
+        monitor::push_property(&mut msg, b"SEQNUM", b"1");
+    }
+    for (k, v) in all {
+        monitor::push_property(&mut msg, k, v);
+    }
     replay.record(
         |seq| {
-            props.extend_from_slice(format!("UEVD_SEQ={seq}\0").as_bytes());
-            monitor::encode(&props, ev.subsystem(), ev.devtype(), tags)
+            monitor::push_property(&mut msg, b"UEVD_SEQ", seq.to_string().as_bytes());
+            msg
         },
         |msg| {
             if let Err(e) = b.send(msg) {

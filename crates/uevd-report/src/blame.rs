@@ -202,10 +202,13 @@ pub struct StepCpu {
 pub fn step_cpu(j: &Journal) -> Vec<StepCpu> {
     let mut m: BTreeMap<&str, StepCpu> = BTreeMap::new();
     for e in &j.events {
-        if e.step_cpu.len() != e.steps.len() {
+        // The journal's steps, without the programs folded in among them,
+        // are the ones `step_cpu` follows.
+        let recorded = || e.steps.iter().filter(|s| s.program().is_none());
+        if e.step_cpu.is_empty() || recorded().count() != e.step_cpu.len() {
             continue;
         }
-        for (s, &cpu) in e.steps.iter().zip(&e.step_cpu) {
+        for (s, &cpu) in recorded().zip(&e.step_cpu) {
             let t = m.entry(s.name()).or_insert_with(|| StepCpu {
                 name: s.name().to_string(),
                 ..StepCpu::default()
@@ -1157,7 +1160,7 @@ mod tests {
     /// Two block events and a scsi one had their worker's times counted
     /// (the second block event without its wait for a CPU); one was not.
     const USED: &str = r#"{"type":"header","format":"uevd-timeline","version":4,"pid":1,"started":0,"steps_every":1,"cpu_every":8}
-{"type":"event","id":1,"action":"add","devpath":"/devices/s/block/sda","subsystem":"block","worker":0,"arrived":0,"started":1000000,"finished":11000000,"steps":[["rules",1000000,6000000],["db",7000000,4000000]],"step_cpu":[3000000,1000000],"cpu":4000000,"runq":5000000,"result":"ok"}
+{"type":"event","id":1,"action":"add","devpath":"/devices/s/block/sda","subsystem":"block","worker":0,"arrived":0,"started":1000000,"finished":11000000,"steps":[["rules",1000000,6000000],["db",7000000,4000000]],"programs":[["scsi_id","in-process",2000000,1000000]],"step_cpu":[3000000,1000000],"cpu":4000000,"runq":5000000,"result":"ok"}
 {"type":"event","id":2,"action":"add","devpath":"/devices/s/block/sdb","subsystem":"block","worker":1,"arrived":0,"started":1000000,"finished":21000000,"steps":[],"cpu":6000000,"result":"ok"}
 {"type":"event","id":3,"action":"add","devpath":"/devices/s","subsystem":"scsi","worker":0,"arrived":0,"started":0,"finished":2000000,"steps":[],"cpu":500000,"runq":500000,"result":"ok"}
 {"type":"event","id":4,"action":"add","devpath":"/devices/t","subsystem":"scsi","worker":1,"arrived":0,"started":0,"finished":9000000,"steps":[],"result":"ok"}

@@ -76,6 +76,18 @@ pub fn encode<'a>(
     out
 }
 
+/// Appends the property `key=value` to a message [`encode`] made, and
+/// counts it in the header's length: what a message gets last, once it
+/// is known, without encoding the rest again.
+pub fn push_property(msg: &mut Vec<u8>, key: &[u8], value: &[u8]) {
+    msg.extend_from_slice(key);
+    msg.push(b'=');
+    msg.extend_from_slice(value);
+    msg.push(0);
+    let len = (msg.len() - HEADER_SIZE) as u32;
+    msg[20..24].copy_from_slice(&len.to_ne_bytes());
+}
+
 fn word(msg: &[u8], at: usize) -> [u8; 4] {
     [msg[at], msg[at + 1], msg[at + 2], msg[at + 3]]
 }
@@ -137,6 +149,25 @@ mod tests {
         let bloom = (u32::from_be_bytes(word(&msg, 32)) as u64) << 32
             | u32::from_be_bytes(word(&msg, 36)) as u64;
         assert_eq!(bloom, tag_bloom(b"systemd"));
+    }
+
+    #[test]
+    fn a_property_pushed_last_is_as_if_encoded_with_the_rest() {
+        let tags: [&[u8]; 1] = [b"systemd"];
+        let props = b"ACTION=add\0DEVPATH=/devices/a\0SUBSYSTEM=block\0SEQNUM=3\0";
+        let mut msg = encode(props, Some(b"block"), None, tags);
+        push_property(&mut msg, b"UEVD_SEQ", b"12");
+        assert_eq!(
+            msg,
+            encode(
+                &[&props[..], b"UEVD_SEQ=12\0"].concat(),
+                Some(b"block"),
+                None,
+                tags
+            )
+        );
+        let ev = decode(&msg).unwrap();
+        assert_eq!(ev.get(b"UEVD_SEQ"), Some(&b"12"[..]));
     }
 
     #[test]
