@@ -181,7 +181,7 @@ pub fn announce(b: &Broadcaster, replay: &Replay, dev: &Device, all: &[(Vec<u8>,
             .map(|(k, v)| k.len() + v.len() + 2)
             .sum::<usize>()
             + "UEVD_SEQ=\0".len()
-            + 20,
+            + 20, // a u64's digits at most
     );
     if ev.seqnum().is_none() {
         // Synthesised events carry no kernel seqnum; libudev rejects an

@@ -99,7 +99,8 @@ pub fn thread_cpu_ns() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
-/// The run-queue delay of a `schedstat` line ("on-CPU waited slices").
+/// The second of a `schedstat` line's three numbers: time on a CPU, time
+/// runnable and waiting for one, time slices.
 fn run_delay(line: &[u8]) -> Option<u64> {
     let field = line.split(|b| b.is_ascii_whitespace()).nth(1)?;
     std::str::from_utf8(field).ok()?.parse().ok()
