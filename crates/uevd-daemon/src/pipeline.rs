@@ -177,6 +177,17 @@ impl Clock {
             }
         }
     }
+
+    /// The thread's times at the event's end, from `start`: a timed
+    /// event ends with its last step, whose CPU time was just read;
+    /// another ends now.
+    fn used_since(&self, start: ThreadTimes) -> ThreadTimes {
+        let end = match self.cpu_mark {
+            Some(cpu) if !self.step_cpu.is_empty() => ThreadTimes::with_cpu(cpu),
+            _ => ThreadTimes::now(),
+        };
+        end.since(start)
+    }
 }
 
 fn parse_octal(v: &[u8]) -> Option<u32> {
@@ -350,7 +361,7 @@ impl Processor {
             clock.step("broadcast");
         }
         self.processed.fetch_add(1, Ordering::Relaxed);
-        let used = times_at_start.map(|t| ThreadTimes::now().since(t));
+        let used = times_at_start.map(|t| clock.used_since(t));
         if self.journal.enabled() {
             let ev = device.event();
             self.journal.record(Entry::Event(EventRecord {

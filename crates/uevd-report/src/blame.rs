@@ -202,13 +202,7 @@ pub struct StepCpu {
 pub fn step_cpu(j: &Journal) -> Vec<StepCpu> {
     let mut m: BTreeMap<&str, StepCpu> = BTreeMap::new();
     for e in &j.events {
-        // The journal's steps, without the programs folded in among them,
-        // are the ones `step_cpu` follows.
-        let recorded = || e.steps.iter().filter(|s| s.program().is_none());
-        if e.step_cpu.is_empty() || recorded().count() != e.step_cpu.len() {
-            continue;
-        }
-        for (s, &cpu) in recorded().zip(&e.step_cpu) {
+        for (s, cpu) in crate::journal::steps_with_cpu(e).unwrap_or_default() {
             let t = m.entry(s.name()).or_insert_with(|| StepCpu {
                 name: s.name().to_string(),
                 ..StepCpu::default()

@@ -41,6 +41,19 @@ impl From<read::Journal> for Journal {
     }
 }
 
+/// An event's steps paired with its worker's CPU in each, when both were
+/// recorded. `step_cpu` follows the steps the journal wrote, so the
+/// programs [`Journal`] folds in among them are passed over.
+pub fn steps_with_cpu(e: &Event) -> Option<Vec<(&Step, u64)>> {
+    let recorded: Vec<&Step> = e.steps.iter().filter(|s| s.program().is_none()).collect();
+    (!e.step_cpu.is_empty() && recorded.len() == e.step_cpu.len()).then(|| {
+        recorded
+            .into_iter()
+            .zip(e.step_cpu.iter().copied())
+            .collect()
+    })
+}
+
 impl Journal {
     pub fn load(path: &Path) -> io::Result<Journal> {
         read::Journal::load(path).map(Journal::from)

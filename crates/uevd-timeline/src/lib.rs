@@ -66,12 +66,17 @@ pub struct ThreadTimes {
 
 impl ThreadTimes {
     pub fn now() -> ThreadTimes {
+        ThreadTimes::with_cpu(thread_cpu_ns())
+    }
+
+    /// The thread's times, its CPU time `cpu` having just been read (as
+    /// the end of a step's).
+    pub fn with_cpu(cpu: u64) -> ThreadTimes {
         thread_local! {
             // `thread-self` is resolved when it is opened: each thread
             // keeps its own, and reading it costs one call.
             static SCHEDSTAT: Option<File> = File::open("/proc/thread-self/schedstat").ok();
         }
-        let cpu = thread_cpu_ns();
         let runq = SCHEDSTAT.with(|f| {
             use std::os::unix::fs::FileExt;
             let mut buf = [0u8; 96];

@@ -1580,10 +1580,10 @@ fn one_event_in_n_is_timed_step_by_step() {
                 assert!(cpu > 0 && cpu <= e.processing() + 1_000, "{e:?}");
                 assert_eq!(e.runq.is_some(), schedstat, "{e:?}");
                 // Timed too (8 is a multiple of 2): each step has its CPU,
-                // and together they are the event's, less what came
-                // before the first step and after the last.
+                // and the event, which ends with its last step, has
+                // theirs together.
                 assert_eq!(e.step_cpu.len(), e.steps.len(), "{e:?}");
-                assert!(e.step_cpu.iter().sum::<u64>() <= cpu, "{e:?}");
+                assert_eq!(e.step_cpu.iter().sum::<u64>(), cpu, "{e:?}");
             }
             None => assert!(i % 8 != 0, "event {i} not counted: {e:?}"),
         }
