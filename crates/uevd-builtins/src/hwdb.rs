@@ -275,10 +275,7 @@ impl Hwdb {
             let is_event_device = first && from_event;
             first = false;
             if let Some(subsystem) = d.subsystem() {
-                if o.subsystem
-                    .as_deref()
-                    .is_none_or(|s| s == subsystem.as_slice())
-                {
+                if o.subsystem.as_deref().is_none_or(|s| s == subsystem) {
                     let mut modalias = if is_event_device {
                         call.env.property(b"MODALIAS").map(<[u8]>::to_vec)
                     } else {

@@ -149,7 +149,7 @@ fn attr(dev: &uevd_sysfs::Device, name: &str) -> Option<Vec<u8>> {
 }
 
 fn subsystem_is(dev: &uevd_sysfs::Device, subsystem: &str) -> bool {
-    dev.subsystem().as_deref() == Some(subsystem.as_bytes())
+    dev.subsystem() == Some(subsystem.as_bytes())
 }
 
 /// The device itself or, while its ancestors are in `subsystem`, the

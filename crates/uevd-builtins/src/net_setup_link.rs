@@ -600,7 +600,7 @@ impl Builtin for NetSetupLink {
                 })
                 .ok()
             })
-            .or_else(|| dev.parent().and_then(|p| p.driver()));
+            .or_else(|| dev.parent().and_then(|p| p.driver().map(<[u8]>::to_vec)));
         if let Some(d) = &driver {
             set(out, "ID_NET_DRIVER", d.clone());
         }

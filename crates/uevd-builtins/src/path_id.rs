@@ -115,7 +115,7 @@ impl Walk {
     }
 
     fn step(&mut self, dev: &Rc<Device>, parent: Rc<Device>) -> Result<Next, Failure> {
-        let Some(subsystem) = parent.subsystem() else {
+        let Some(subsystem) = parent.subsystem().map(<[u8]>::to_vec) else {
             return Ok(Some(parent));
         };
         Ok(match subsystem.as_slice() {

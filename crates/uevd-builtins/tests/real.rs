@@ -82,9 +82,7 @@ fn host_network_interfaces_get_mac_and_path_names() {
         let want_mac =
             (attr("addr_assign_type") == "0" && mac.len() == 12).then(|| format!("enx{mac}"));
         assert_eq!(get(&p, "ID_NET_NAME_MAC"), want_mac, "{}", path.display());
-        let on_pci = dev
-            .ancestors()
-            .any(|d| d.subsystem().as_deref() == Some(&b"pci"[..]));
+        let on_pci = dev.ancestors().any(|d| d.subsystem() == Some(&b"pci"[..]));
         if on_pci {
             let path_name = get(&p, "ID_NET_NAME_PATH").unwrap_or_default();
             assert!(
@@ -110,17 +108,17 @@ fn host_block_devices_on_virtio_have_their_pci_path() {
         let chain: Vec<_> = dev.ancestors().collect();
         let virtio = chain
             .iter()
-            .position(|d| d.subsystem().as_deref() == Some(&b"virtio"[..]));
+            .position(|d| d.subsystem() == Some(&b"virtio"[..]));
         let Some(i) = virtio else { continue };
         let Some(pci) = chain
             .get(i + 1)
-            .filter(|d| d.subsystem().as_deref() == Some(&b"pci"[..]))
+            .filter(|d| d.subsystem() == Some(&b"pci"[..]))
         else {
             continue;
         };
         if chain[..i]
             .iter()
-            .any(|d| d.subsystem().as_deref() == Some(&b"scsi"[..]))
+            .any(|d| d.subsystem() == Some(&b"scsi"[..]))
         {
             continue;
         }

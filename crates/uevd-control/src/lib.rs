@@ -385,14 +385,18 @@ impl Connection {
     /// Answers a `replay`: the reply line, then each message as a line
     /// with its length and the message's bytes. A client that stops
     /// reading is given up on after a few seconds.
-    pub fn reply_replay(self, gone: u64, last: u64, messages: &[impl AsRef<[u8]>]) {
+    pub fn reply_replay<M>(self, gone: u64, last: u64, messages: &[M])
+    where
+        M: std::ops::Deref,
+        M::Target: AsRef<[u8]>,
+    {
         let _ = self.stream.set_write_timeout(Some(Duration::from_secs(5)));
         let mut w = io::BufWriter::new(&self.stream);
         let reply = Reply::Ok(format!("count={} gone={gone} last={last}", messages.len()));
         let _ = (|| -> io::Result<()> {
             writeln!(w, "{reply}")?;
             for m in messages {
-                let m = m.as_ref();
+                let m = (**m).as_ref();
                 writeln!(w, "{}", m.len())?;
                 w.write_all(m)?;
             }

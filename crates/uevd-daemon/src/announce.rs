@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use uevd_db::Record;
 use uevd_netlink::Broadcaster;
 use uevd_sysfs::Device;
-use uevd_uevent::{monitor, Properties};
+use uevd_uevent::{monitor, Properties, PropertyList};
 
 /// What a processed event announces beyond the properties the rules left
 /// it with, in udev's spelling.
@@ -49,12 +49,12 @@ const REPLAY_BYTES_PER_EVENT: usize = 4096;
 struct Ring {
     /// The number the next announcement gets.
     next: u64,
-    messages: VecDeque<Arc<[u8]>>,
+    messages: VecDeque<Arc<Vec<u8>>>,
     bytes: usize,
     max_events: usize,
     max_bytes: usize,
     /// Numbered announcements not sent yet, oldest first.
-    outbox: VecDeque<Arc<[u8]>>,
+    outbox: VecDeque<Arc<Vec<u8>>>,
     /// Whether a caller is sending the outbox now.
     sending: bool,
 }
@@ -110,7 +110,8 @@ impl Replay {
         let mut r = self.lock();
         let seq = r.next;
         r.next += 1;
-        let msg: Arc<[u8]> = encode(seq).into();
+        // Shared as built: the message is not copied into the ring.
+        let msg = Arc::new(encode(seq));
         if r.max_events > 0 {
             r.bytes += msg.len();
             r.messages.push_back(msg.clone());
@@ -134,7 +135,7 @@ impl Replay {
 
     /// The announcements numbered after `since` still kept, oldest first;
     /// how many after `since` are no longer kept; the newest number.
-    pub fn since(&self, since: u64) -> (Vec<Arc<[u8]>>, u64, u64) {
+    pub fn since(&self, since: u64) -> (Vec<Arc<Vec<u8>>>, u64, u64) {
         let r = self.lock();
         let last = r.next - 1;
         let first_kept = r.next - r.messages.len() as u64;
@@ -162,11 +163,12 @@ impl Ring {
 
 /// Tells libudev clients the event is processed, numbering the
 /// announcement and keeping it in `replay`.
-pub fn announce(b: &Broadcaster, replay: &Replay, dev: &Device, all: &[(Vec<u8>, Vec<u8>)]) {
+pub fn announce(b: &Broadcaster, replay: &Replay, dev: &Device, all: &PropertyList) {
     let ev = dev.event();
+    let all = all.iter(ev);
     let tags = all
-        .iter()
-        .find(|(k, _)| k == b"TAGS")
+        .clone()
+        .find(|(k, _)| *k == b"TAGS")
         .map(|(_, v)| {
             v.split(|&c| c == b':')
                 .filter(|t| !t.is_empty())
@@ -177,7 +179,7 @@ pub fn announce(b: &Broadcaster, replay: &Replay, dev: &Device, all: &[(Vec<u8>,
     // workers wait, and all that needs it is the number.
     let mut msg = monitor::encode(b"", ev.subsystem(), ev.devtype(), tags);
     msg.reserve(
-        all.iter()
+        all.clone()
             .map(|(k, v)| k.len() + v.len() + 2)
             .sum::<usize>()
             + "UEVD_SEQ=\0".len()
@@ -221,7 +223,7 @@ mod tests {
                 |_| {},
             );
         }
-        let body = |v: Vec<Arc<[u8]>>| v.iter().map(|m| m[0]).collect::<Vec<_>>();
+        let body = |v: Vec<Arc<Vec<u8>>>| v.iter().map(|m| m[0]).collect::<Vec<_>>();
         let (msgs, gone, last) = r.since(0);
         assert_eq!((body(msgs), gone, last), (vec![3, 4, 5], 2, 5));
         let (msgs, gone, _) = r.since(3);

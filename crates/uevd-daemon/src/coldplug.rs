@@ -28,7 +28,7 @@ impl Daemon {
             journal.mark("coldplug-root-first", first.len().to_string());
         }
         // A device whose add was restored has it queued already.
-        let skip: HashSet<Box<[u8]>> = first
+        let skip: crate::DevpathSet = first
             .iter()
             .cloned()
             .chain(self.restored_adds.iter().cloned())
@@ -36,7 +36,7 @@ impl Daemon {
         let count = match how {
             Coldplug::Read => {
                 let since = crate::walked::kernel_seqnum(&self.sysfs);
-                let mut walked: HashSet<Box<[u8]>> = HashSet::new();
+                let mut walked = crate::DevpathSet::default();
                 let batch: Vec<_> = first
                     .iter()
                     .filter(|devpath| !self.restored_adds.contains(*devpath))
@@ -118,8 +118,8 @@ impl Daemon {
     fn synthesize_all(
         &self,
         source: Source,
-        skip: &HashSet<Box<[u8]>>,
-        walked: &mut HashSet<Box<[u8]>>,
+        skip: &crate::DevpathSet,
+        walked: &mut crate::DevpathSet,
     ) -> usize {
         // Handed over in chunks: the workers start while the walk goes on,
         // and are woken once per chunk rather than once per device. A
@@ -148,7 +148,7 @@ impl Daemon {
     /// in a boot announces subsystems first; nothing of a device's
     /// processing depends on theirs, and the devices are what load drivers
     /// and make nodes, so they go first.)
-    fn read_all(&self, skip: &HashSet<Box<[u8]>>, mut each: impl FnMut(Uevent)) {
+    fn read_all(&self, skip: &crate::DevpathSet, mut each: impl FnMut(Uevent)) {
         let mut read = |devpath: &[u8], dir: Option<std::os::unix::io::BorrowedFd<'_>>| {
             if skip.contains(devpath) {
                 return;
@@ -183,8 +183,8 @@ impl Daemon {
         journal.mark("rescan-start", "");
         let t = Instant::now();
         let known = self.processor.known_devices();
-        let mut unchanged: HashSet<Box<[u8]>> = HashSet::new();
-        let mut present: HashSet<Box<[u8]>> = HashSet::new();
+        let mut unchanged = crate::DevpathSet::default();
+        let mut present = crate::DevpathSet::default();
         let _ = walk_devices(&self.sysfs, |v| {
             present.insert(v.devpath.into());
         });

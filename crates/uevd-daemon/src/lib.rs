@@ -51,6 +51,11 @@ pub use watch::Watches;
 
 use uevd_control::Level;
 
+/// Devpaths, as a set: the kernel's names, hashed with Fx (nobody who
+/// could aim collisions at the daemon chooses them), as the queue and
+/// the known devices are. A coldplug puts every device in one.
+pub(crate) type DevpathSet = rustc_hash::FxHashSet<Box<[u8]>>;
+
 /// Sets how much the daemon logs, now and whenever `control --log-level`
 /// asks. Messages go through the `log` facade; whoever installed the
 /// logger decides where they end up.

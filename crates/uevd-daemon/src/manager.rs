@@ -50,7 +50,7 @@ pub(crate) struct Daemon {
     pub(crate) root: Option<crate::RootDevice>,
     /// Devices whose `add` was restored from the daemon before: coldplug
     /// leaves them to it.
-    pub(crate) restored_adds: std::collections::HashSet<Box<[u8]>>,
+    pub(crate) restored_adds: crate::DevpathSet,
     /// The newest kernel SEQNUM restored: the kernel never sends it again,
     /// so a copy of it (or of an older one) is not processed twice.
     pub(crate) restored_seqnum: Option<u64>,
@@ -421,7 +421,9 @@ impl Daemon {
     /// Reads what the kernel has queued for us, up to an empty socket or a
     /// report of lost events (true).
     fn read_batch(&mut self) -> io::Result<(Vec<(EventKeys, Job)>, bool)> {
-        let mut batch = Vec::new();
+        // Room for what a busy moment brings in one read of the socket dry,
+        // so that the batch is not moved as it grows.
+        let mut batch = Vec::with_capacity(64);
         loop {
             match self.kernel.recv()? {
                 Received::Event(ev) => {

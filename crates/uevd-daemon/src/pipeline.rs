@@ -14,7 +14,6 @@ use crate::announce::announced_properties;
 use crate::job::Job;
 use crate::watch::Watches;
 use rustc_hash::FxHashMap;
-use std::collections::HashSet;
 use std::os::unix::ffi::OsStrExt;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,8 +27,8 @@ use uevd_sysfs::{Device, Sysfs};
 use uevd_timeline::{
     now, BuiltinRecord, Entry, EventRecord, Journal, LineRecord, ProgramRecord, Step, ThreadTimes,
 };
-use uevd_uevent::Properties;
 use uevd_uevent::{Action, Uevent};
+use uevd_uevent::{Properties, PropertyList};
 
 /// What uevd remembers about a device it has processed, so that neither
 /// a change nor a remove has to read the database back.
@@ -67,7 +66,9 @@ pub struct Processor {
     known: Mutex<FxHashMap<Box<[u8]>, Known>>,
     /// Records found on disk at start that no event has claimed yet (left
     /// by an earlier run or the initramfs): only these are worth reading.
-    unclaimed: Mutex<HashSet<DeviceId>>,
+    /// Asked of every event of a device not known yet: Fx-hashed, the
+    /// ids being the kernel's numbers and names.
+    unclaimed: Mutex<rustc_hash::FxHashSet<DeviceId>>,
     pub processed: AtomicU64,
     pub failed: AtomicU64,
     /// Properties every event gets before its rules run (`udevadm control
@@ -368,12 +369,10 @@ impl Processor {
                 id,
                 seqnum: ev.seqnum(),
                 action: ev.action().as_str(),
-                devpath: device.devpath_os().to_string_lossy().into_owned(),
-                subsystem: String::from_utf8_lossy(ev.subsystem().unwrap_or_default()).into_owned(),
+                devpath: device.devpath_os().to_string_lossy(),
+                subsystem: String::from_utf8_lossy(ev.subsystem().unwrap_or_default()),
                 source: job.source.as_str(),
-                synth_uuid: ev
-                    .synth_uuid()
-                    .map(|u| String::from_utf8_lossy(u).into_owned()),
+                synth_uuid: ev.synth_uuid().map(String::from_utf8_lossy),
                 worker,
                 arrived: job.arrived,
                 started,
@@ -529,14 +528,16 @@ impl Processor {
         rules: &Rules,
         dev: &Rc<Device>,
         outcome: &uevd_rules::Outcome,
-        env: &Properties,
+        env: &PropertyList,
         clock: &mut Clock,
         errors: &mut Vec<String>,
     ) -> Option<u64> {
+        // What programs and RUN builtins see, copied out once for them all.
+        let env: Properties = env.to_properties(dev.event());
         let mut ended = Some(clock.mark);
         for r in &outcome.run {
             let start = ended.take().unwrap_or_else(|| clock.start());
-            if let Err(e) = rules.run(r, dev, env) {
+            if let Err(e) = rules.run(r, dev, &env) {
                 errors.push(format!("RUN: {e}"));
             }
             if let uevd_rules::Run::Builtin(name, _) = r {
@@ -588,7 +589,7 @@ impl Processor {
     }
 
     /// add, change, move, bind, unbind, online, offline.
-    fn update(&self, dev: &Rc<Device>, clock: &mut Clock) -> (Properties, Vec<String>) {
+    fn update(&self, dev: &Rc<Device>, clock: &mut Clock) -> (PropertyList, Vec<String>) {
         let id = Self::device_id(dev);
         let ev = dev.event();
         // A renamed device keeps what uevd knew of it under its old path.
@@ -716,13 +717,11 @@ impl Processor {
         clock.step("db");
         let mut announce = std::mem::take(&mut outcome.event_properties);
         if let Some(new) = renamed {
-            for (k, v) in announce.iter_mut() {
-                if k == b"INTERFACE" {
-                    *v = new.clone();
-                }
-            }
+            announce.replace_all(ev, b"INTERFACE", &new);
         }
-        announce.extend(announced_properties(&record));
+        for (k, v) in announced_properties(&record) {
+            announce.push(k, v);
+        }
         if runs {
             let ended = self.run_programs(&rules, dev, &outcome, &announce, clock, &mut errors);
             if runs_programs {
@@ -750,7 +749,7 @@ impl Processor {
         (announce, errors)
     }
 
-    fn remove(&self, dev: &Rc<Device>, clock: &mut Clock) -> (Properties, Vec<String>) {
+    fn remove(&self, dev: &Rc<Device>, clock: &mut Clock) -> (PropertyList, Vec<String>) {
         let id = Self::device_id(dev);
         let known = self.known().remove(dev.devpath());
         let previous = match known {
@@ -793,7 +792,9 @@ impl Processor {
         // so that clients filtering by tag see it go.
         let mut announce = std::mem::take(&mut outcome.event_properties);
         if let Some(prev) = &previous {
-            announce.extend(announced_properties(prev));
+            for (k, v) in announced_properties(prev) {
+                announce.push(k, v);
+            }
         }
         if !outcome.run.is_empty() {
             let ended = self.run_programs(&rules, dev, &outcome, &announce, clock, &mut errors);

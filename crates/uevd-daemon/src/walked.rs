@@ -15,7 +15,6 @@
 //! it numbers it), so the daemon keeps this only until its next read of
 //! the socket to the end.
 
-use std::collections::HashSet;
 use uevd_uevent::{Action, Uevent};
 
 /// What the walk queued, and the kernel's uevent numbers around it.
@@ -26,7 +25,7 @@ pub(crate) struct Walked {
     /// The same after the walk: newer events announce what came after
     /// and are kept.
     until: u64,
-    devpaths: HashSet<Box<[u8]>>,
+    devpaths: crate::DevpathSet,
 }
 
 /// What to do with a kernel event.
@@ -38,7 +37,7 @@ pub(crate) enum Verdict {
 }
 
 impl Walked {
-    pub(crate) fn new(since: u64, until: u64, devpaths: HashSet<Box<[u8]>>) -> Walked {
+    pub(crate) fn new(since: u64, until: u64, devpaths: crate::DevpathSet) -> Walked {
         Walked {
             since,
             until,

@@ -2,9 +2,9 @@
 //! (mkfs, fdisk, dd), its contents may have changed, so uevd asks the
 //! kernel for a `change` event and the rules (blkid among them) run again.
 
+use rustc_hash::FxHashMap;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::inotify;
-use std::collections::HashMap;
 use std::io;
 use std::mem::MaybeUninit;
 use std::path::Path;
@@ -12,8 +12,10 @@ use std::sync::Mutex;
 
 #[derive(Default)]
 struct Table {
-    by_wd: HashMap<i32, Box<[u8]>>,
-    by_devpath: HashMap<Box<[u8]>, i32>,
+    by_wd: FxHashMap<i32, Box<[u8]>>,
+    /// Looked up by every event with a node: the kernel's devpaths,
+    /// hashed with Fx.
+    by_devpath: FxHashMap<Box<[u8]>, i32>,
 }
 
 pub struct Watches {

@@ -34,12 +34,21 @@ impl DeviceId {
         devnum: Option<(u32, u32)>,
         ifindex: Option<u32>,
     ) -> DeviceId {
+        // Every event makes one: built by hand, core::fmt costs more than
+        // the few bytes.
         if let Some((major, minor)) = devnum.filter(|&(major, _)| major > 0) {
-            let kind = if subsystem == b"block" { 'b' } else { 'c' };
-            return DeviceId(format!("{kind}{major}:{minor}"));
+            let mut id = String::with_capacity(24);
+            id.push(if subsystem == b"block" { 'b' } else { 'c' });
+            id.push_str(itoa::Buffer::new().format(major));
+            id.push(':');
+            id.push_str(itoa::Buffer::new().format(minor));
+            return DeviceId(id);
         }
         if let Some(i) = ifindex.filter(|&i| i > 0) {
-            return DeviceId(format!("n{i}"));
+            let mut id = String::with_capacity(12);
+            id.push('n');
+            id.push_str(itoa::Buffer::new().format(i));
+            return DeviceId(id);
         }
         let mut parts = devpath.rsplit(|&c| c == b'/');
         let sysname = parts.next().unwrap_or_default();

@@ -65,6 +65,7 @@ pub struct EventKeys {
 }
 
 /// Each proper prefix of a devpath that ends before a `/`, then the devpath.
+#[cfg(test)]
 fn prefixes(devpath: &[u8]) -> impl Iterator<Item = &[u8]> {
     devpath
         .iter()
@@ -75,50 +76,98 @@ fn prefixes(devpath: &[u8]) -> impl Iterator<Item = &[u8]> {
         .chain(std::iter::once(devpath))
 }
 
-/// Unfinished events by key. The keys are the kernel's devpaths and
-/// numbers, hashed with Fx rather than SipHash: they are not chosen by
-/// anyone who could aim collisions at the daemon (a uevent's sender is the
-/// kernel), and each event hashes every prefix of its devpath three times.
+/// The hash of each prefix [`prefixes`] names, in its order, from one
+/// pass over the devpath: each byte is folded into a running hash, which
+/// is read at every `/` after the first byte and at the end.
+///
+/// Prefixes are keyed by their hash alone, not by their bytes: a
+/// collision between two different prefixes can only make one event wait
+/// for another it need not (both enter and leave under the same key), never
+/// let one run before an event it must follow, since equal prefixes always
+/// hash alike. That wait costs nothing but order; a 64-bit hash makes it
+/// rare. So no prefix is copied, and an event's keys are a few words.
+fn prefix_hashes(devpath: &[u8], mut f: impl FnMut(u64, bool)) {
+    // FxHash's constant: a byte-at-a-time fold of it mixes well enough
+    // for keys nobody chooses to collide (a uevent's sender is the kernel).
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mut h: u64 = 0;
+    for (i, &c) in devpath.iter().enumerate() {
+        if c == b'/' && i > 0 {
+            f(finish(h, i), false);
+        }
+        h = (h.rotate_left(5) ^ u64::from(c)).wrapping_mul(K);
+    }
+    f(finish(h, devpath.len()), true);
+}
+
+/// Mixes the length in, so that a prefix and a longer path that folded to
+/// the same state stay apart.
+fn finish(h: u64, len: usize) -> u64 {
+    (h ^ len as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// Unfinished events by key. Devpath prefixes are keyed by their hash
+/// ([`prefix_hashes`]), numbers by themselves, all hashed with Fx rather
+/// than SipHash: they are not chosen by anyone who could aim collisions at
+/// the daemon (a uevent's sender is the kernel).
 struct IdIndex<K: Hash + Eq>(FxHashMap<K, Ids>);
 
 /// The unfinished events under one key, oldest first.
 ///
-/// An event is entered when it is queued, so ids come in increasing order
-/// and entering one is a push at the back; and events finish about in the
-/// order they came, so most leave from near the front. A sorted deque
-/// does both in constant time where a B-tree set walks and rebalances
-/// nodes, and it is one small allocation for the many keys (most devpaths
-/// and their deeper prefixes) that hold a single event.
-#[derive(Default)]
-struct Ids(VecDeque<EventId>);
+/// Most keys (most devpaths and their deeper prefixes) hold a single
+/// event, which is kept inline: entering and leaving it allocates nothing.
+/// More than one are a sorted deque: an event is entered when it is
+/// queued, so ids come in increasing order and entering one is a push at
+/// the back; and events finish about in the order they came, so most
+/// leave from near the front. A sorted deque does both in constant time
+/// where a B-tree set walks and rebalances nodes.
+enum Ids {
+    One(EventId),
+    Many(VecDeque<EventId>),
+}
 
 impl Ids {
     fn insert(&mut self, id: EventId) {
-        match self.0.back() {
-            Some(&last) if last >= id => {
-                let at = self.0.partition_point(|&x| x < id);
-                if self.0.get(at) != Some(&id) {
-                    self.0.insert(at, id);
-                }
+        match self {
+            Ids::One(x) if *x == id => {}
+            Ids::One(x) => {
+                let (a, b) = if *x < id { (*x, id) } else { (id, *x) };
+                *self = Ids::Many(VecDeque::from([a, b]));
             }
-            _ => self.0.push_back(id),
+            Ids::Many(ids) => match ids.back() {
+                Some(&last) if last >= id => {
+                    let at = ids.partition_point(|&x| x < id);
+                    if ids.get(at) != Some(&id) {
+                        ids.insert(at, id);
+                    }
+                }
+                _ => ids.push_back(id),
+            },
         }
     }
 
-    fn remove(&mut self, id: EventId) {
-        if let Ok(at) = self.0.binary_search(&id) {
-            self.0.remove(at);
+    /// Takes `id` out; true when none are left.
+    fn remove(&mut self, id: EventId) -> bool {
+        match self {
+            Ids::One(x) => *x == id,
+            Ids::Many(ids) => {
+                if let Ok(at) = ids.binary_search(&id) {
+                    ids.remove(at);
+                }
+                ids.is_empty()
+            }
         }
     }
 
     /// The latest id before `id`.
     fn latest_before(&self, id: EventId) -> Option<EventId> {
-        let at = self.0.partition_point(|&x| x < id);
-        at.checked_sub(1).map(|i| self.0[i])
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        match self {
+            Ids::One(x) => (*x < id).then_some(*x),
+            Ids::Many(ids) => {
+                let at = ids.partition_point(|&x| x < id);
+                at.checked_sub(1).map(|i| ids[i])
+            }
+        }
     }
 }
 
@@ -128,44 +177,27 @@ impl<K: Hash + Eq> Default for IdIndex<K> {
     }
 }
 
-impl<K: Hash + Eq> IdIndex<K> {
-    /// Adds `id` under `key`, making the owned key only for a key not
-    /// there yet (most prefixes, `/devices` first, are).
-    fn insert<Q>(&mut self, key: &Q, id: EventId)
-    where
-        K: std::borrow::Borrow<Q>,
-        Q: Hash + Eq + ?Sized + ToOwnedKey<K>,
-    {
-        match self.0.get_mut(key) {
-            Some(ids) => ids.insert(id),
-            None => {
-                let mut ids = Ids::default();
-                ids.insert(id);
-                self.0.insert(key.to_owned_key(), ids);
+impl<K: Hash + Eq + Copy> IdIndex<K> {
+    fn insert(&mut self, key: K, id: EventId) {
+        match self.0.entry(key) {
+            std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().insert(id),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(Ids::One(id));
             }
         }
     }
 
-    fn remove<Q>(&mut self, key: &Q, id: EventId)
-    where
-        K: std::borrow::Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        if let Some(ids) = self.0.get_mut(key) {
-            ids.remove(id);
-            if ids.is_empty() {
-                self.0.remove(key);
+    fn remove(&mut self, key: K, id: EventId) {
+        if let Some(ids) = self.0.get_mut(&key) {
+            if ids.remove(id) {
+                self.0.remove(&key);
             }
         }
     }
 
     /// The latest event before `id` under `key`.
-    fn latest_before<Q>(&self, key: &Q, id: EventId) -> Option<EventId>
-    where
-        K: std::borrow::Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        self.0.get(key)?.latest_before(id)
+    fn latest_before(&self, key: K, id: EventId) -> Option<EventId> {
+        self.0.get(&key)?.latest_before(id)
     }
 
     fn is_empty(&self) -> bool {
@@ -176,10 +208,10 @@ impl<K: Hash + Eq> IdIndex<K> {
 /// Unfinished events, indexed by what they may conflict on.
 #[derive(Default)]
 pub struct DependencyIndex {
-    /// Events at a devpath or below it, by each prefix.
-    subtree: IdIndex<Box<[u8]>>,
-    /// Events at exactly a devpath.
-    exact: IdIndex<Box<[u8]>>,
+    /// Events at a devpath or below it, by the hash of each prefix.
+    subtree: IdIndex<u64>,
+    /// Events at exactly a devpath, by its hash.
+    exact: IdIndex<u64>,
     devnum: IdIndex<DevKey>,
     ifindex: IdIndex<u32>,
 }
@@ -191,31 +223,35 @@ impl DependencyIndex {
 
     pub fn insert(&mut self, id: EventId, keys: &EventKeys) {
         for path in Self::paths(keys) {
-            for p in prefixes(path) {
-                self.subtree.insert(p, id);
-            }
-            self.exact.insert(path, id);
+            prefix_hashes(path, |h, whole| {
+                self.subtree.insert(h, id);
+                if whole {
+                    self.exact.insert(h, id);
+                }
+            });
         }
         if let Some(d) = keys.devnum {
-            self.devnum.insert(&d, id);
+            self.devnum.insert(d, id);
         }
         if let Some(i) = keys.ifindex {
-            self.ifindex.insert(&i, id);
+            self.ifindex.insert(i, id);
         }
     }
 
     pub fn remove(&mut self, id: EventId, keys: &EventKeys) {
         for path in Self::paths(keys) {
-            for p in prefixes(path) {
-                self.subtree.remove(p, id);
-            }
-            self.exact.remove(path, id);
+            prefix_hashes(path, |h, whole| {
+                self.subtree.remove(h, id);
+                if whole {
+                    self.exact.remove(h, id);
+                }
+            });
         }
         if let Some(d) = keys.devnum {
-            self.devnum.remove(&d, id);
+            self.devnum.remove(d, id);
         }
         if let Some(i) = keys.ifindex {
-            self.ifindex.remove(&i, id);
+            self.ifindex.remove(i, id);
         }
     }
 
@@ -237,21 +273,21 @@ impl DependencyIndex {
             }
         };
         for path in Self::paths(keys) {
-            // Same devpath or a descendant.
-            consider(self.subtree.latest_before(path, id));
-            // An ancestor (prefixes() ends with the path itself: skip it).
-            let mut ancestors = prefixes(path).peekable();
-            while let Some(p) = ancestors.next() {
-                if ancestors.peek().is_some() {
-                    consider(self.exact.latest_before(p, id));
+            prefix_hashes(path, |h, whole| {
+                if whole {
+                    // Same devpath or a descendant.
+                    consider(self.subtree.latest_before(h, id));
+                } else {
+                    // An ancestor.
+                    consider(self.exact.latest_before(h, id));
                 }
-            }
+            });
         }
         if let Some(d) = keys.devnum {
-            consider(self.devnum.latest_before(&d, id));
+            consider(self.devnum.latest_before(d, id));
         }
         if let Some(i) = keys.ifindex {
-            consider(self.ifindex.latest_before(&i, id));
+            consider(self.ifindex.latest_before(i, id));
         }
     }
 
@@ -260,23 +296,6 @@ impl DependencyIndex {
             && self.exact.is_empty()
             && self.devnum.is_empty()
             && self.ifindex.is_empty()
-    }
-}
-
-/// The owned key of an index, from what it is looked up by.
-trait ToOwnedKey<K> {
-    fn to_owned_key(&self) -> K;
-}
-
-impl ToOwnedKey<Box<[u8]>> for [u8] {
-    fn to_owned_key(&self) -> Box<[u8]> {
-        self.into()
-    }
-}
-
-impl<K: Copy> ToOwnedKey<K> for K {
-    fn to_owned_key(&self) -> K {
-        *self
     }
 }
 
@@ -305,7 +324,13 @@ struct Entry<T> {
 /// [`next_ready`]: DependencyQueue::next_ready
 /// [`complete`]: DependencyQueue::complete
 pub struct DependencyQueue<T> {
-    entries: BTreeMap<EventId, Entry<T>>,
+    /// By id, hashed: an entry is a few hundred bytes, which a B-tree
+    /// moves about as its nodes fill and empty.
+    entries: FxHashMap<EventId, Entry<T>>,
+    /// No unfinished event is older: the oldest one, while there is any.
+    /// Ids come in order and mostly finish in order, so keeping it costs
+    /// a lookup or two per event.
+    oldest: EventId,
     index: DependencyIndex,
     /// Ready ordinary events.
     ready: BTreeSet<EventId>,
@@ -323,7 +348,8 @@ pub struct DependencyQueue<T> {
 impl<T> Default for DependencyQueue<T> {
     fn default() -> Self {
         DependencyQueue {
-            entries: BTreeMap::new(),
+            entries: FxHashMap::default(),
+            oldest: 1,
             index: DependencyIndex::default(),
             ready: BTreeSet::new(),
             urgent: BTreeSet::new(),
@@ -366,6 +392,9 @@ impl<T> DependencyQueue<T> {
         }
         if urgent && blocker.is_some() {
             self.boost_blockers(id, &entry.keys);
+        }
+        if self.entries.is_empty() {
+            self.oldest = id;
         }
         self.entries.insert(id, entry);
         id
@@ -431,7 +460,7 @@ impl<T> DependencyQueue<T> {
     /// Marks an event finished; events that were waiting only for it become
     /// ready. Returns how many became ready.
     pub fn complete(&mut self, id: EventId) -> usize {
-        let Some(entry) = self.entries.remove(&id) else {
+        let Some(entry) = self.take_entry(id) else {
             return 0;
         };
         match entry.state {
@@ -551,15 +580,16 @@ impl<T> DependencyQueue<T> {
     /// the queue, in arrival order; running events stay until completed.
     /// What a daemon about to exit hands on to the next one.
     pub fn take_unstarted(&mut self) -> Vec<(EventId, T)> {
-        let ids: Vec<EventId> = self
+        let mut ids: Vec<EventId> = self
             .entries
             .iter()
             .filter(|(_, e)| !matches!(e.state, State::Running))
             .map(|(&id, _)| id)
             .collect();
+        ids.sort_unstable();
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
-            let Some(entry) = self.entries.remove(&id) else {
+            let Some(entry) = self.take_entry(id) else {
                 continue;
             };
             self.index.remove(id, &entry.keys);
@@ -608,7 +638,19 @@ impl<T> DependencyQueue<T> {
 
     /// The oldest unfinished event.
     pub fn oldest(&self) -> Option<EventId> {
-        self.entries.keys().next().copied()
+        (!self.entries.is_empty()).then_some(self.oldest)
+    }
+
+    /// Takes an entry out, moving [`DependencyQueue::oldest`] on past the
+    /// ids that are gone when it was the oldest.
+    fn take_entry(&mut self, id: EventId) -> Option<Entry<T>> {
+        let entry = self.entries.remove(&id)?;
+        if id == self.oldest {
+            while self.oldest < self.next_id && !self.entries.contains_key(&self.oldest) {
+                self.oldest += 1;
+            }
+        }
+        Some(entry)
     }
 }
 
@@ -627,11 +669,12 @@ mod tests {
         std::iter::from_fn(|| q.next_ready().map(|(id, _)| id)).collect()
     }
 
-    /// The sorted deque against a B-tree set: the same answers whatever
-    /// the order of entries and removals.
+    /// One key's events against a B-tree set: the same answers whatever
+    /// the order of entries and removals, from one event held inline to
+    /// many in a deque and back to none (the key gone).
     #[test]
     fn ids_answer_as_an_ordered_set_does() {
-        let mut ids = Ids::default();
+        let mut index = IdIndex::<u64>::default();
         let mut model = BTreeSet::new();
         let mut x: u64 = 0x2545_f491_4f6c_dd1d;
         let mut next = 1;
@@ -642,44 +685,84 @@ mod tests {
             match x % 8 {
                 // Mostly new ids at the back, as queueing enters them.
                 0..=3 => {
-                    ids.insert(next);
+                    index.insert(7, next);
                     model.insert(next);
                     next += 1;
                 }
                 // Now and then one out of order, or one already there.
                 4 => {
                     let id = x % (next + 8);
-                    ids.insert(id);
+                    index.insert(7, id);
                     model.insert(id);
                 }
-                // Removals: the oldest, or anywhere.
+                // Removals: the oldest, or anywhere (often everything, so
+                // that a single event and none come up often).
                 5 => {
                     if let Some(&first) = model.first() {
-                        ids.remove(first);
+                        index.remove(7, first);
                         model.remove(&first);
+                    }
+                }
+                6 if model.len() > 3 => {
+                    for id in std::mem::take(&mut model) {
+                        index.remove(7, id);
                     }
                 }
                 _ => {
                     let id = x % (next + 1);
-                    ids.remove(id);
+                    index.remove(7, id);
                     model.remove(&id);
                 }
             }
             let probe = (x >> 20) % (next + 2);
             assert_eq!(
-                ids.latest_before(probe),
+                index.latest_before(7, probe),
                 model.range(..probe).next_back().copied(),
                 "step {step}, before {probe}"
             );
-            assert_eq!(ids.is_empty(), model.is_empty());
+            assert_eq!(index.is_empty(), model.is_empty(), "step {step}");
         }
-        assert!(ids.0.iter().copied().eq(model.iter().copied()));
     }
 
     #[test]
     fn prefixes_are_component_boundaries() {
         let p: Vec<_> = prefixes(b"/devices/a/b").collect();
         assert_eq!(p, [&b"/devices"[..], b"/devices/a", b"/devices/a/b"]);
+    }
+
+    /// One hash per prefix, the last for the whole path; a prefix shared
+    /// by two paths hashes alike in both, and different ones apart.
+    #[test]
+    fn prefix_hashes_are_the_prefixes_hashes() {
+        let hashes = |p: &[u8]| {
+            let mut v = Vec::new();
+            prefix_hashes(p, |h, whole| v.push((h, whole)));
+            v
+        };
+        let paths: [&[u8]; 5] = [
+            b"/devices/pci0000:00/0000:00:01.0/host0/target0:0:0/0:0:0:0/block/sda",
+            b"/devices/pci0000:00/0000:00:01.0/host0/target0:0:0/0:0:0:0/block/sdb",
+            b"/devices/virtual/net/lo",
+            b"/devices/virtual/net/lo0",
+            b"/d",
+        ];
+        let mut seen = std::collections::HashMap::new();
+        for p in paths {
+            let h = hashes(p);
+            let names: Vec<_> = prefixes(p).collect();
+            assert_eq!(h.len(), names.len());
+            assert!(h[..h.len() - 1].iter().all(|&(_, whole)| !whole));
+            assert!(h[h.len() - 1].1);
+            for ((h, _), name) in h.into_iter().zip(names) {
+                if let Some(other) = seen.insert(h, name) {
+                    assert_eq!(other, name, "two prefixes with one hash");
+                }
+            }
+        }
+        // Every distinct prefix of the five paths has a hash of its own.
+        let distinct: std::collections::BTreeSet<_> =
+            paths.iter().flat_map(|p| prefixes(p)).collect();
+        assert_eq!(seen.len(), distinct.len());
     }
 
     #[test]

@@ -111,6 +111,8 @@ proptest! {
             let id = running.swap_remove(i);
             q.complete(id);
             unfinished.remove(&id);
+            // The oldest unfinished event, whatever order they finish in.
+            prop_assert_eq!(q.oldest(), unfinished.first().copied());
             step += 1;
         }
         prop_assert!(q.is_empty());

@@ -13,7 +13,7 @@ use std::rc::Rc;
 use uevd_db::Record;
 use uevd_sysfs::Device;
 use uevd_timeline::BuiltinRecord;
-use uevd_uevent::Action;
+use uevd_uevent::{Action, PropertyList, Uevent};
 
 /// Characters kept in program output and attribute values used in names.
 const ALLOWED_CHARS_INPUT: &[u8] = b"/ $%?,";
@@ -94,8 +94,9 @@ pub struct Outcome {
     /// '.' are the event's only).
     pub properties: Vec<(Vec<u8>, Vec<u8>)>,
     /// Every property the event ends with: the kernel's (less any a rule
-    /// removed) and the rules'.
-    pub event_properties: Vec<(Vec<u8>, Vec<u8>)>,
+    /// removed) and the rules', read with the event's device's event
+    /// ([`PropertyList::iter`]).
+    pub event_properties: PropertyList,
     pub links: Vec<Vec<u8>>,
     pub link_priority: i32,
     pub tags: Vec<Vec<u8>>,
@@ -131,39 +132,28 @@ enum Escape {
     Replace,
 }
 
-struct Prop {
-    key: Vec<u8>,
-    value: Vec<u8>,
-    from_rules: bool,
+/// The properties of the event, in the order they appeared, as the rules
+/// change them: the event's own are read where the event holds them.
+struct Props<'a> {
+    ev: &'a Uevent,
+    list: PropertyList,
 }
 
-/// The properties of the event, in the order they appeared.
-struct Props(Vec<Prop>);
-
-impl Props {
+impl Props<'_> {
     fn get(&self, key: &[u8]) -> Option<&[u8]> {
-        self.0
-            .iter()
-            .find(|p| p.key == key)
-            .map(|p| p.value.as_slice())
+        self.list.get(self.ev, key)
     }
 
     fn set(&mut self, key: &[u8], value: Vec<u8>) {
-        match self.0.iter_mut().find(|p| p.key == key) {
-            Some(p) => {
-                p.value = value;
-                p.from_rules = true;
-            }
-            None => self.0.push(Prop {
-                key: key.to_vec(),
-                value,
-                from_rules: true,
-            }),
-        }
+        self.list.set(self.ev, key, value);
     }
 
     fn remove(&mut self, key: &[u8]) {
-        self.0.retain(|p| p.key != key);
+        self.list.remove(self.ev, key);
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + Clone {
+        self.list.iter(self.ev)
     }
 
     /// What a builtin returned: properties set, in order, and removed.
@@ -177,7 +167,7 @@ impl Props {
     }
 }
 
-impl uevd_builtins::Env for Props {
+impl uevd_builtins::Env for Props<'_> {
     fn property(&self, key: &[u8]) -> Option<&[u8]> {
         self.get(key)
     }
@@ -186,7 +176,7 @@ impl uevd_builtins::Env for Props {
 /// What a builtin sees: the event's properties, and the record the
 /// database held for the device before the event.
 struct BuiltinEnv<'a> {
-    props: &'a Props,
+    props: &'a Props<'a>,
     previous: Option<&'a Record>,
     dev_root: &'a [u8],
     /// For other devices' records: the event's device (its sysfs), the
@@ -261,7 +251,7 @@ struct State<'a> {
     store: &'a dyn Store,
     previous: Option<&'a Record>,
     test: bool,
-    props: Props,
+    props: Props<'a>,
     links: Vec<Vec<u8>>,
     links_final: bool,
     link_priority: i32,
@@ -442,8 +432,8 @@ impl<'a> State<'a> {
         use std::fmt::Write;
         let l = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
         let mut o = String::from("Properties:\n");
-        for p in &self.props.0 {
-            let _ = writeln!(o, "  {}={}", l(&p.key), l(&p.value));
+        for (k, v) in self.props.iter() {
+            let _ = writeln!(o, "  {}={}", l(k), l(v));
         }
         let tags: Vec<_> = self.tags.iter().filter(|t| !t.is_empty()).collect();
         if !tags.is_empty() {
@@ -519,13 +509,13 @@ impl<'a> State<'a> {
             o.push(']');
         };
         let mut o = String::from("{\"properties\":{");
-        for (i, p) in self.props.0.iter().enumerate() {
+        for (i, (k, v)) in self.props.iter().enumerate() {
             if i > 0 {
                 o.push(',');
             }
-            json_string(&mut o, &l(&p.key), false);
+            json_string(&mut o, &l(k), false);
             o.push(':');
-            json_string(&mut o, &l(&p.value), false);
+            json_string(&mut o, &l(v), false);
         }
         o.push_str("},\"tags\":");
         strings(
@@ -768,7 +758,7 @@ impl<'a> State<'a> {
             Subst::Driver => self
                 .matched_parent
                 .as_ref()
-                .and_then(|p| p.driver())
+                .and_then(|p| p.driver().map(<[u8]>::to_vec))
                 .unwrap_or_default(),
             Subst::Devpath => dev.devpath().to_vec(),
             Subst::Id => self
@@ -855,11 +845,11 @@ impl<'a> State<'a> {
             Kind::ParentKernel(c) => self.compare(token, c, Some(&kernel_name(dev))),
             Kind::ParentSubsystem(c) => {
                 let s = dev.subsystem();
-                self.compare(token, c, s.as_deref())
+                self.compare(token, c, s)
             }
             Kind::ParentDriver(c) => {
                 let d = dev.driver();
-                self.compare(token, c, d.as_deref())
+                self.compare(token, c, d)
             }
             Kind::ParentAttr(name, c) => match self.attr_value(dev, name) {
                 Some(v) => self.compare(token, c, Some(&v)),
@@ -906,11 +896,11 @@ impl<'a> State<'a> {
             }
             Kind::Subsystem(c) => {
                 let s = dev.subsystem();
-                self.compare(token, c, s.as_deref())
+                self.compare(token, c, s)
             }
             Kind::Driver(c) => {
                 let d = dev.driver();
-                self.compare(token, c, d.as_deref())
+                self.compare(token, c, d)
             }
             Kind::Attr(name, c) => match self.attr_value(dev, name) {
                 Some(v) => self.compare(token, c, Some(&v)),
@@ -1565,12 +1555,7 @@ impl<'a> State<'a> {
 
     /// The environment a program gets: the event's properties.
     fn environment(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let mut env: Vec<(Vec<u8>, Vec<u8>)> = self
-            .props
-            .0
-            .iter()
-            .map(|p| (p.key.clone(), p.value.clone()))
-            .collect();
+        let mut env: Vec<(Vec<u8>, Vec<u8>)> = self.props.list.to_properties(self.props.ev);
         if !self.links.is_empty() {
             let l: Vec<Vec<u8>> = self
                 .links
@@ -1699,15 +1684,10 @@ impl Rules {
         let dev = &event.device;
         let ev = dev.event();
         let remove = ev.action() == Action::Remove;
-        let mut props = Props(
-            ev.iter()
-                .map(|(k, v)| Prop {
-                    key: k.to_vec(),
-                    value: v.to_vec(),
-                    from_rules: false,
-                })
-                .collect(),
-        );
+        let mut props = Props {
+            ev,
+            list: PropertyList::of(ev),
+        };
         let mut tags = Vec::new();
         let mut links = Vec::new();
         if remove {
@@ -1771,7 +1751,7 @@ impl Rules {
             }
         }
         let subsystem = dev.subsystem();
-        let kinds = self.candidates(ev.action(), subsystem.as_deref(), mask);
+        let kinds = self.candidates(ev.action(), subsystem, mask);
         let candidates = kinds.for_name(&kernel_name(dev));
         let mut pos = 0;
         while pos < candidates.len() {
@@ -1785,15 +1765,14 @@ impl Rules {
         }
         // Every property goes out with the event; those the rules set are
         // also recorded, so only they are copied.
-        let all = std::mem::take(&mut state.props.0);
-        let mut properties = Vec::new();
-        let mut event_properties = Vec::with_capacity(all.len());
-        for p in all {
-            if p.from_rules && !p.key.starts_with(b".") {
-                properties.push((p.key.clone(), p.value.clone()));
-            }
-            event_properties.push((p.key, p.value));
-        }
+        let properties = state
+            .props
+            .list
+            .set_since(ev)
+            .filter(|(k, _)| !k.starts_with(b"."))
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect();
+        let event_properties = std::mem::take(&mut state.props.list);
         Outcome {
             properties,
             event_properties,
@@ -1876,7 +1855,12 @@ mod builtin_result_tests {
     /// before it ran; a removal followed by a set leaves the set.
     #[test]
     fn a_builtin_result_sets_and_unsets() {
-        let mut props = Props(Vec::new());
+        let ev =
+            Uevent::parse_properties(b"ACTION=add\0DEVPATH=/devices/x\0KEEP=kernel\0").unwrap();
+        let mut props = Props {
+            ev: &ev,
+            list: PropertyList::of(&ev),
+        };
         props.set(b"FROM_RULES", b"1".to_vec());
         props.set(b"KEEP", b"k".to_vec());
         let mut out = uevd_builtins::Properties::new();
@@ -1889,5 +1873,15 @@ mod builtin_result_tests {
         assert_eq!(props.get(b"KEEP"), Some(&b"k"[..]));
         assert_eq!(props.get(b"NEW"), Some(&b"n"[..]));
         assert_eq!(props.get(b"AGAIN"), Some(&b"a"[..]));
+        // The kernel's KEEP, set over in its place; the event's own first.
+        let all: Vec<_> = props.iter().map(|(k, _)| k).collect();
+        assert_eq!(
+            all,
+            [&b"ACTION"[..], b"DEVPATH", b"KEEP", b"NEW", b"AGAIN"],
+            "{:?}",
+            all.iter()
+                .map(|k| String::from_utf8_lossy(k))
+                .collect::<Vec<_>>()
+        );
     }
 }

@@ -18,6 +18,7 @@ pub use syntax::Position;
 pub use users::Users;
 
 use compile::{line_flags, Compiler, Kind, Line};
+use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -116,15 +117,47 @@ impl Default for Config {
     }
 }
 
-/// (action, subsystem, line mask) → the lines such an event may apply.
-type IndexKey = (Action, Option<Vec<u8>>, u8);
+/// For each subsystem, each (action, line mask) seen with it and the
+/// lines such an event may apply. Looked up by the subsystem's bytes, with
+/// nothing allocated: every event asks. Fx-hashed: subsystems are the
+/// kernel's names, and the name prefixes of [`Candidates`] come from the
+/// rules files.
+#[derive(Default)]
+struct Index {
+    no_subsystem: Vec<KindLines>,
+    by_subsystem: FxHashMap<Box<[u8]>, Vec<KindLines>>,
+}
+
+/// An action and line mask, and the lines for them.
+type KindLines = (Action, u8, Arc<Candidates>);
+
+impl Index {
+    fn get(&self, action: Action, subsystem: Option<&[u8]>, mask: u8) -> Option<Arc<Candidates>> {
+        let kinds = match subsystem {
+            None => &self.no_subsystem,
+            Some(s) => self.by_subsystem.get(s)?,
+        };
+        kinds
+            .iter()
+            .find(|k| k.0 == action && k.1 == mask)
+            .map(|k| k.2.clone())
+    }
+
+    fn insert(&mut self, action: Action, subsystem: Option<&[u8]>, mask: u8, c: Arc<Candidates>) {
+        let kinds = match subsystem {
+            None => &mut self.no_subsystem,
+            Some(s) => self.by_subsystem.entry(s.into()).or_default(),
+        };
+        kinds.push((action, mask, c));
+    }
+}
 
 /// The lines events of one kind may apply: those any name may match, and
 /// those only names with a given beginning may (KERNEL=="sd*").
 #[derive(Debug, Default)]
 pub(crate) struct Candidates {
     always: Vec<u32>,
-    by_prefix: HashMap<Vec<u8>, Vec<u32>>,
+    by_prefix: FxHashMap<Vec<u8>, Vec<u32>>,
 }
 
 impl Candidates {
@@ -173,7 +206,7 @@ pub struct Rules {
     overflowed: std::sync::Mutex<std::collections::HashSet<(u32, u32)>>,
     /// Read by every event on every worker: a read lock, written once per
     /// kind of event.
-    index: RwLock<HashMap<IndexKey, Arc<Candidates>>>,
+    index: RwLock<Index>,
     stamps: Vec<Stamp>,
     /// [`Rules::loads_modaliases`], found once: the daemon asks at every
     /// batch of events.
@@ -396,14 +429,13 @@ impl Rules {
     /// The lines an event with this action and subsystem may apply, in
     /// order; computed once per kind of event.
     fn candidates(&self, action: Action, subsystem: Option<&[u8]>, mask: u8) -> Arc<Candidates> {
-        let key: IndexKey = (action, subsystem.map(<[u8]>::to_vec), mask);
         if let Some(c) = self
             .index
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
+            .get(action, subsystem, mask)
         {
-            return c.clone();
+            return c;
         }
         let mut list = Candidates::default();
         let mut i = 0;
@@ -429,13 +461,14 @@ impl Rules {
                 }
             }
         }
+        let mut index = self.index.write().unwrap_or_else(|p| p.into_inner());
+        // Another worker may have made the same list meanwhile.
+        if let Some(c) = index.get(action, subsystem, mask) {
+            return c;
+        }
         let list = Arc::new(list);
-        self.index
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(key)
-            .or_insert(list)
-            .clone()
+        index.insert(action, subsystem, mask, list.clone());
+        list
     }
 
     /// Runs what `RUN` asked for, after the event is applied. Programs get

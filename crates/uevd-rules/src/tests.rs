@@ -553,7 +553,19 @@ fn assignments_and_operators() {
         None,
         "dot properties stay out of the database"
     );
-    assert!(o.event_properties.iter().any(|(k, _)| k == b".HIDDEN"));
+    let dev = t.device(SDA, Action::Add);
+    assert!(o
+        .event_properties
+        .iter(dev.event())
+        .any(|(k, _)| k == b".HIDDEN"));
+    // The event's own properties go out with it too, as the kernel sent
+    // them, and a rule's change to one is seen in its place.
+    let sent: Vec<_> = o.event_properties.iter(dev.event()).collect();
+    assert_eq!(
+        &sent[..2],
+        &[(&b"ACTION"[..], &b"add"[..]), (b"DEVPATH", SDA.as_bytes())]
+    );
+    assert!(sent.contains(&(&b"L"[..], &b"one two"[..])));
     assert_eq!(o.tags, vec![b"one".to_vec(), b"three".to_vec()]);
     assert_eq!(prop(&o, "TAGGED"), Some("1"));
     assert_eq!(prop(&o, "LINKED"), Some("1"));

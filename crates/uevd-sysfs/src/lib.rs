@@ -816,26 +816,26 @@ impl Device {
         sysnum(self.sysname())
     }
 
-    pub fn subsystem(&self) -> Option<Vec<u8>> {
+    pub fn subsystem(&self) -> Option<&[u8]> {
+        if let Some(s) = self.core.event.subsystem() {
+            return Some(s);
+        }
         self.core
             .subsystem
-            .get_or_init(|| match self.core.event.subsystem() {
-                Some(s) => Some(s.to_vec()),
-                None => link_basename_at(self.dir()?, OsStr::new("subsystem")),
-            })
-            .clone()
+            .get_or_init(|| link_basename_at(self.dir()?, OsStr::new("subsystem")))
+            .as_deref()
     }
 
     /// The driver bound, read from the event or the `driver` link, once
     /// per event.
-    pub fn driver(&self) -> Option<Vec<u8>> {
+    pub fn driver(&self) -> Option<&[u8]> {
+        if let Some(d) = self.core.event.driver() {
+            return Some(d);
+        }
         self.core
             .driver
-            .get_or_init(|| match self.core.event.driver() {
-                Some(d) => Some(d.to_vec()),
-                None => link_basename_at(self.dir()?, OsStr::new("driver")),
-            })
-            .clone()
+            .get_or_init(|| link_basename_at(self.dir()?, OsStr::new("driver")))
+            .as_deref()
     }
 
     pub fn devtype(&self) -> Option<&[u8]> {
@@ -970,7 +970,7 @@ impl Device {
                 None => true,
                 Some(t) => dev.devtype() == Some(t),
             };
-            if devtype_matches && dev.subsystem().as_deref() == Some(subsystem) {
+            if devtype_matches && dev.subsystem() == Some(subsystem) {
                 return Some(dev);
             }
             next = dev.parent();
@@ -1177,7 +1177,7 @@ mod tests {
         let dev = Rc::new(
             Device::from_devpath(&sysfs, b"/devices/pci0/0000:00:01.0/virtio0/block/vda").unwrap(),
         );
-        assert_eq!(dev.subsystem().as_deref(), Some(&b"block"[..]));
+        assert_eq!(dev.subsystem(), Some(&b"block"[..]));
         assert_eq!(dev.devnum(), Some((254, 0)));
         assert_eq!(dev.devname(), Some(&b"vda"[..]));
         assert_eq!(dev.sysnum(), None);
@@ -1288,7 +1288,7 @@ mod tests {
         assert_eq!(parent.event().get(b"DEVTYPE"), Some(&b"scsi_device"[..]));
         assert_eq!(parent.event().get(b"SYNTH_UUID"), None, "never in the file");
         assert_eq!(parent.event().get(b"SEQNUM"), None);
-        assert_eq!(parent.subsystem().as_deref(), Some(&b"scsi"[..]));
+        assert_eq!(parent.subsystem(), Some(&b"scsi"[..]));
 
         // Any other event processed drops it, and it is read afresh.
         sysfs.event_processed(&event("change", ""));
@@ -1434,7 +1434,7 @@ mod tests {
         let remembered = event_of_port().parent().unwrap().parent().unwrap();
         assert_eq!(remembered.event().action(), Action::Add);
         assert_eq!(remembered.event().get(b"SEQNUM"), None);
-        assert_eq!(remembered.subsystem().as_deref(), Some(&b"pci"[..]));
+        assert_eq!(remembered.subsystem(), Some(&b"pci"[..]));
 
         // Any other event of the PCI device drops it and what is below it.
         let change = format!("ACTION=change\0DEVPATH={pci}\0SUBSYSTEM=pci\0SEQNUM=10\0");
@@ -1503,7 +1503,7 @@ mod tests {
             fs::rename(root.join("devices/pci0"), root.join("devices/pci9")).unwrap();
             let host = disk.parent().expect("the host, above the block directory");
             assert_eq!(host.devpath(), b"/devices/pci0/host0");
-            assert_eq!(host.subsystem().as_deref(), Some(&b"scsi"[..]));
+            assert_eq!(host.subsystem(), Some(&b"scsi"[..]));
             assert_eq!(host.devtype(), Some(&b"scsi_host"[..]));
             assert_eq!(host.attr(b"proc_name").as_deref(), Some(&b"lab"[..]));
             let names: Vec<Vec<u8>> = disk.ancestors().map(|d| d.devpath().to_vec()).collect();

@@ -32,6 +32,7 @@
 //! Workers append records to a shared buffer that is written out in large
 //! chunks, so recording an event costs a copy, not a system call.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{self, Write};
@@ -152,16 +153,18 @@ pub struct Step {
     pub duration: u64,
 }
 
-/// What one event did.
+/// What one event did. Its names are borrowed from the event where they
+/// are UTF-8 (nearly always): a record is formatted as soon as it is made,
+/// and copying them for that would cost every event two allocations.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct EventRecord {
+pub struct EventRecord<'a> {
     pub id: u64,
     pub seqnum: Option<u64>,
     pub action: &'static str,
-    pub devpath: String,
-    pub subsystem: String,
+    pub devpath: Cow<'a, str>,
+    pub subsystem: Cow<'a, str>,
     pub source: &'static str,
-    pub synth_uuid: Option<String>,
+    pub synth_uuid: Option<Cow<'a, str>>,
     pub worker: usize,
     pub arrived: u64,
     pub started: u64,
@@ -430,8 +433,8 @@ fn cpu_lines_complete(text: &[u8]) -> bool {
 // per event for nothing.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Entry {
-    Event(EventRecord),
+pub enum Entry<'a> {
+    Event(EventRecord<'a>),
     Module(ModuleRecord),
     Mark {
         name: &'static str,
@@ -484,7 +487,7 @@ pub fn json_string(out: &mut String, s: &str, in_script: bool) {
     out.push('"');
 }
 
-impl Entry {
+impl Entry<'_> {
     /// The JSON line for this entry (without the newline).
     pub fn to_json(&self) -> String {
         let mut o = String::with_capacity(256);

@@ -139,14 +139,69 @@ struct Prop {
     value: Range<u32>,
 }
 
+/// The keys every event is asked for, often several times over: the
+/// queue, the pipeline, the rules and the database each want the
+/// subsystem, the device number and the like. Where each is (its first
+/// occurrence, as [`Uevent::get`] answers) is found once, as the
+/// properties are split.
+#[derive(Clone, Copy)]
+enum Known {
+    Action,
+    Devpath,
+    DevpathOld,
+    Subsystem,
+    Devtype,
+    Devname,
+    Driver,
+    Seqnum,
+    Major,
+    Minor,
+    Ifindex,
+    SynthUuid,
+}
+
+const KNOWN: usize = 12;
+
+impl Known {
+    fn of(key: &[u8]) -> Option<Known> {
+        Some(match key {
+            b"ACTION" => Known::Action,
+            b"DEVPATH" => Known::Devpath,
+            b"DEVPATH_OLD" => Known::DevpathOld,
+            b"SUBSYSTEM" => Known::Subsystem,
+            b"DEVTYPE" => Known::Devtype,
+            b"DEVNAME" => Known::Devname,
+            b"DRIVER" => Known::Driver,
+            b"SEQNUM" => Known::Seqnum,
+            b"MAJOR" => Known::Major,
+            b"MINOR" => Known::Minor,
+            b"IFINDEX" => Known::Ifindex,
+            b"SYNTH_UUID" => Known::SynthUuid,
+            _ => return None,
+        })
+    }
+}
+
+/// Properties split out of a buffer, with where the [`Known`] keys are.
+struct Split {
+    props: Vec<Prop>,
+    /// Index into `props` plus one; 0 for absent.
+    known: [u16; KNOWN],
+}
+
 /// A device event: an action, a devpath and an ordered list of properties,
 /// held in one buffer.
 #[derive(Clone)]
 pub struct Uevent {
     data: Box<[u8]>,
     props: Vec<Prop>,
+    known: [u16; KNOWN],
     action: Action,
     devpath: Range<u32>,
+    /// Checked to be numbers when the event was parsed.
+    seqnum: Option<u64>,
+    devnum: Option<(u32, u32)>,
+    ifindex: Option<u32>,
 }
 
 impl fmt::Debug for Uevent {
@@ -166,13 +221,22 @@ impl PartialEq for Uevent {
 }
 
 fn valid_devpath(p: &[u8]) -> bool {
-    p.len() > 1
-        && p[0] == b'/'
-        && !p.contains(&0)
-        && !p.ends_with(b"/")
-        && p.split(|&c| c == b'/')
-            .skip(1)
-            .all(|c| !c.is_empty() && c != b"." && c != b"..")
+    if p.len() < 2 || p[0] != b'/' || memchr::memchr(0, p).is_some() {
+        return false;
+    }
+    // No empty component (so no "//" and no trailing '/'), no "." or "..".
+    let mut start = 1;
+    loop {
+        let end = memchr::memchr(b'/', &p[start..]).map_or(p.len(), |i| start + i);
+        let c = &p[start..end];
+        if c.is_empty() || c == b"." || c == b".." {
+            return false;
+        }
+        if end == p.len() {
+            return true;
+        }
+        start = end + 1;
+    }
 }
 
 fn parse_u64(v: &[u8]) -> Option<u64> {
@@ -184,26 +248,39 @@ fn parse_u64(v: &[u8]) -> Option<u64> {
 
 /// Splits a NUL-separated `KEY=VALUE` list. Offsets are relative to `base`,
 /// the position of `area` in the final buffer.
-fn split_properties(area: &[u8], base: usize) -> Result<Vec<Prop>, ParseError> {
-    let mut props = Vec::with_capacity(16);
-    let mut pos = 0;
-    for item in area.split(|&c| c == 0) {
-        let start = pos;
-        pos += item.len() + 1;
+fn split_properties(area: &[u8], base: usize) -> Result<Split, ParseError> {
+    let mut split = Split {
+        props: Vec::with_capacity(16),
+        known: [0; KNOWN],
+    };
+    let mut next = 0;
+    while next < area.len() {
+        let start = next;
+        let end = memchr::memchr(0, &area[start..]).map_or(area.len(), |i| start + i);
+        next = end + 1;
+        let item = &area[start..end];
         if item.is_empty() {
             continue;
         }
-        let eq = match item.iter().position(|&c| c == b'=') {
+        let eq = match memchr::memchr(b'=', item) {
             Some(0) | None => return Err(ParseError::BadProperty(base + start)),
             Some(eq) => eq,
         };
+        if let Some(k) = Known::of(&item[..eq]) {
+            let slot = &mut split.known[k as usize];
+            if *slot == 0 {
+                // A message is at most MAX_MESSAGE bytes, so fewer
+                // properties than a u16 counts.
+                *slot = u16::try_from(split.props.len() + 1).unwrap_or(0);
+            }
+        }
         let at = (base + start) as u32;
-        props.push(Prop {
+        split.props.push(Prop {
             key: at..at + eq as u32,
             value: at + eq as u32 + 1..at + item.len() as u32,
         });
     }
-    Ok(props)
+    Ok(split)
 }
 
 impl Uevent {
@@ -297,53 +374,68 @@ impl Uevent {
         Uevent::parse_properties(&buf)
     }
 
-    fn from_parts(data: Box<[u8]>, props: Vec<Prop>) -> Result<Uevent, ParseError> {
+    fn from_parts(data: Box<[u8]>, split: Split) -> Result<Uevent, ParseError> {
         let mut ev = Uevent {
             data,
-            props,
+            props: split.props,
+            known: split.known,
             action: Action::Add,
             devpath: 0..0,
+            seqnum: None,
+            devnum: None,
+            ifindex: None,
         };
-        let action = ev.get(b"ACTION").ok_or(ParseError::MissingKey("ACTION"))?;
+        let action = ev
+            .known(Known::Action)
+            .ok_or(ParseError::MissingKey("ACTION"))?;
         ev.action =
             Action::from_bytes(action).ok_or_else(|| ParseError::UnknownAction(action.into()))?;
-        let devpath = ev
-            .prop(b"DEVPATH")
-            .ok_or(ParseError::MissingKey("DEVPATH"))?
-            .value
-            .clone();
+        let devpath = match ev.known[Known::Devpath as usize] {
+            0 => return Err(ParseError::MissingKey("DEVPATH")),
+            i => ev.props[usize::from(i) - 1].value.clone(),
+        };
         let dp = &ev.data[devpath.start as usize..devpath.end as usize];
         if !valid_devpath(dp) {
             return Err(ParseError::BadDevpath(dp.into()));
         }
         ev.devpath = devpath;
-        if let Some(old) = ev.get(b"DEVPATH_OLD") {
+        if let Some(old) = ev.known(Known::DevpathOld) {
             if !valid_devpath(old) {
                 return Err(ParseError::BadDevpath(old.into()));
             }
         }
-        for key in ["SEQNUM", "MAJOR", "MINOR", "IFINDEX"] {
-            if let Some(v) = ev.get(key.as_bytes()) {
-                if parse_u64(v).is_none() {
-                    return Err(ParseError::BadNumber(key));
-                }
-            }
-        }
-        if ev.get(b"MAJOR").is_some() != ev.get(b"MINOR").is_some() {
-            return Err(ParseError::MissingKey(if ev.get(b"MAJOR").is_some() {
-                "MINOR"
-            } else {
-                "MAJOR"
-            }));
-        }
+        let number = |ev: &Uevent, key: Known, name: &'static str| match ev.known(key) {
+            None => Ok(None),
+            Some(v) => parse_u64(v).map(Some).ok_or(ParseError::BadNumber(name)),
+        };
+        ev.seqnum = number(&ev, Known::Seqnum, "SEQNUM")?;
+        let major = number(&ev, Known::Major, "MAJOR")?;
+        let minor = number(&ev, Known::Minor, "MINOR")?;
+        let ifindex = number(&ev, Known::Ifindex, "IFINDEX")?;
+        ev.devnum = match (major, minor) {
+            (Some(major), Some(minor)) => u32::try_from(major).ok().zip(u32::try_from(minor).ok()),
+            (None, None) => None,
+            (Some(_), None) => return Err(ParseError::MissingKey("MINOR")),
+            (None, Some(_)) => return Err(ParseError::MissingKey("MAJOR")),
+        };
+        ev.ifindex = ifindex
+            .and_then(|i| u32::try_from(i).ok())
+            .filter(|&i| i > 0);
         Ok(ev)
     }
 
+    fn known(&self, key: Known) -> Option<&[u8]> {
+        match self.known[key as usize] {
+            0 => None,
+            i => Some(self.slice(&self.props[usize::from(i) - 1].value)),
+        }
+    }
+
     fn require_kernel_keys(&self) -> Result<(), ParseError> {
-        if self.get(b"SUBSYSTEM").is_none() {
+        if self.known(Known::Subsystem).is_none() {
             return Err(ParseError::MissingKey("SUBSYSTEM"));
         }
-        if self.get(b"SEQNUM").is_none() {
+        if self.seqnum.is_none() {
             return Err(ParseError::MissingKey("SEQNUM"));
         }
         Ok(())
@@ -359,7 +451,10 @@ impl Uevent {
 
     /// The value of a property.
     pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
-        self.prop(key).map(|p| self.slice(&p.value))
+        match Known::of(key) {
+            Some(k) => self.known(k),
+            None => self.prop(key).map(|p| self.slice(&p.value)),
+        }
     }
 
     /// The value of a property, if it is UTF-8.
@@ -367,8 +462,19 @@ impl Uevent {
         std::str::from_utf8(self.get(key.as_bytes())?).ok()
     }
 
-    fn get_u64(&self, key: &str) -> Option<u64> {
-        parse_u64(self.get(key.as_bytes())?)
+    /// How many properties the event has.
+    pub fn len(&self) -> usize {
+        self.props.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.props.is_empty()
+    }
+
+    /// The `i`th property, in the order received.
+    pub fn nth(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        let p = self.props.get(i)?;
+        Some((self.slice(&p.key), self.slice(&p.value)))
     }
 
     /// Properties in the order they were received.
@@ -391,40 +497,36 @@ impl Uevent {
     }
 
     pub fn devpath_old(&self) -> Option<&[u8]> {
-        self.get(b"DEVPATH_OLD")
+        self.known(Known::DevpathOld)
     }
 
     pub fn subsystem(&self) -> Option<&[u8]> {
-        self.get(b"SUBSYSTEM")
+        self.known(Known::Subsystem)
     }
 
     pub fn devtype(&self) -> Option<&[u8]> {
-        self.get(b"DEVTYPE")
+        self.known(Known::Devtype)
     }
 
     pub fn driver(&self) -> Option<&[u8]> {
-        self.get(b"DRIVER")
+        self.known(Known::Driver)
     }
 
     pub fn devname(&self) -> Option<&[u8]> {
-        self.get(b"DEVNAME").filter(|n| !n.is_empty())
+        self.known(Known::Devname).filter(|n| !n.is_empty())
     }
 
     pub fn seqnum(&self) -> Option<u64> {
-        self.get_u64("SEQNUM")
+        self.seqnum
     }
 
     pub fn ifindex(&self) -> Option<u32> {
-        self.get_u64("IFINDEX")
-            .and_then(|i| u32::try_from(i).ok())
-            .filter(|&i| i > 0)
+        self.ifindex
     }
 
     /// `(major, minor)` when the device has a device number.
     pub fn devnum(&self) -> Option<(u32, u32)> {
-        let major = u32::try_from(self.get_u64("MAJOR")?).ok()?;
-        let minor = u32::try_from(self.get_u64("MINOR")?).ok()?;
-        Some((major, minor))
+        self.devnum
     }
 
     /// Whether the device number names a block device (else character).
@@ -434,7 +536,7 @@ impl Uevent {
 
     /// The UUID that `trigger` attached to a synthetic event.
     pub fn synth_uuid(&self) -> Option<&[u8]> {
-        self.get(b"SYNTH_UUID")
+        self.known(Known::SynthUuid)
     }
 
     /// The last component of the devpath.
@@ -465,6 +567,152 @@ impl Uevent {
         out.push(0);
         out.extend_from_slice(&self.to_nulstr());
         out
+    }
+}
+
+/// An event's properties as rules and builtins leave them: in order, each
+/// either the event's own, named by its place in the event and read from
+/// its buffer, or set since. An event's own properties are most of what
+/// it ends with and are never copied: every event passes through here,
+/// and a copy would be two allocations per property.
+///
+/// The list does not hold the event: every call that reads it takes the
+/// event it was made from ([`PropertyList::of`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PropertyList {
+    items: Vec<Item>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Item {
+    /// The event's property this one is, or was set over.
+    from_event: Option<u32>,
+    /// Empty when the key is the event's.
+    key: Vec<u8>,
+    /// None while the value is the event's.
+    value: Option<Vec<u8>>,
+    /// Set since the event was received.
+    set: bool,
+}
+
+impl PropertyList {
+    /// The event's properties, as received.
+    pub fn of(ev: &Uevent) -> PropertyList {
+        PropertyList {
+            items: (0..ev.len() as u32)
+                .map(|i| Item {
+                    from_event: Some(i),
+                    key: Vec::new(),
+                    value: None,
+                    set: false,
+                })
+                .collect(),
+        }
+    }
+
+    fn key<'a>(item: &'a Item, ev: &'a Uevent) -> &'a [u8] {
+        match item.from_event.and_then(|i| ev.props.get(i as usize)) {
+            Some(p) => ev.slice(&p.key),
+            None => &item.key,
+        }
+    }
+
+    fn value<'a>(item: &'a Item, ev: &'a Uevent) -> &'a [u8] {
+        match (
+            &item.value,
+            item.from_event.and_then(|i| ev.props.get(i as usize)),
+        ) {
+            (Some(v), _) => v,
+            (None, Some(p)) => ev.slice(&p.value),
+            (None, None) => &[],
+        }
+    }
+
+    fn find(&self, ev: &Uevent, key: &[u8]) -> Option<usize> {
+        // Rules ask for properties by name on most lines: compare lengths
+        // before bytes.
+        self.items.iter().position(|it| {
+            let k = Self::key(it, ev);
+            k.len() == key.len() && k == key
+        })
+    }
+
+    /// The value of a property.
+    pub fn get<'a>(&'a self, ev: &'a Uevent, key: &[u8]) -> Option<&'a [u8]> {
+        let i = self.find(ev, key)?;
+        Some(Self::value(&self.items[i], ev))
+    }
+
+    /// Sets a property: in its place if it is there, else last.
+    pub fn set(&mut self, ev: &Uevent, key: &[u8], value: Vec<u8>) {
+        match self.find(ev, key) {
+            Some(i) => {
+                let it = &mut self.items[i];
+                it.value = Some(value);
+                it.set = true;
+            }
+            None => self.push(key.to_vec(), value),
+        }
+    }
+
+    /// Gives every property called `key` the value `value`; adds none.
+    pub fn replace_all(&mut self, ev: &Uevent, key: &[u8], value: &[u8]) {
+        for it in &mut self.items {
+            if Self::key(it, ev) == key {
+                it.value = Some(value.to_vec());
+                it.set = true;
+            }
+        }
+    }
+
+    /// Appends a property, without looking for one of the same name.
+    pub fn push(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.items.push(Item {
+            from_event: None,
+            key,
+            value: Some(value),
+            set: true,
+        });
+    }
+
+    pub fn remove(&mut self, ev: &Uevent, key: &[u8]) {
+        self.items.retain(|it| Self::key(it, ev) != key);
+    }
+
+    /// Every property, in order.
+    pub fn iter<'a>(
+        &'a self,
+        ev: &'a Uevent,
+    ) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone {
+        self.items
+            .iter()
+            .map(move |it| (Self::key(it, ev), Self::value(it, ev)))
+    }
+
+    /// The properties set since the event was received, in order.
+    pub fn set_since<'a>(
+        &'a self,
+        ev: &'a Uevent,
+    ) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
+        self.items
+            .iter()
+            .filter(|it| it.set)
+            .map(move |it| (Self::key(it, ev), Self::value(it, ev)))
+    }
+
+    /// Every property, copied out.
+    pub fn to_properties(&self, ev: &Uevent) -> Properties {
+        self.iter(ev)
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
     }
 }
 
@@ -530,6 +778,65 @@ mod tests {
             Uevent::parse_kernel(half),
             Err(ParseError::MissingKey("MINOR"))
         );
+    }
+
+    #[test]
+    fn the_first_of_a_repeated_key_is_its_value_whether_indexed_or_not() {
+        let msg = b"add@/devices/a\0ACTION=add\0DEVPATH=/devices/a\0SUBSYSTEM=first\0\
+            FOO=1\0SUBSYSTEM=second\0FOO=2\0SEQNUM=7\0SEQNUM=x\0DEVTYPE=disk\0";
+        let ev = Uevent::parse_kernel(msg).unwrap();
+        assert_eq!(ev.subsystem(), Some(&b"first"[..]));
+        assert_eq!(ev.get(b"SUBSYSTEM"), Some(&b"first"[..]));
+        assert_eq!(ev.get(b"FOO"), Some(&b"1"[..]));
+        // Only the first SEQNUM is the event's, and it is a number.
+        assert_eq!(ev.seqnum(), Some(7));
+        assert_eq!(ev.devtype(), Some(&b"disk"[..]));
+        assert_eq!(ev.driver(), None);
+        assert_eq!(ev.iter().filter(|(k, _)| *k == b"SUBSYSTEM").count(), 2);
+        // Numbers that do not fit a device number are none.
+        let big = b"add@/d\0ACTION=add\0DEVPATH=/d\0SUBSYSTEM=x\0SEQNUM=1\0MAJOR=4294967296\0MINOR=1\0IFINDEX=0\0";
+        let ev = Uevent::parse_kernel(big).unwrap();
+        assert_eq!(ev.devnum(), None);
+        assert_eq!(ev.ifindex(), None);
+    }
+
+    /// The list reads as the copied list it replaced: the event's
+    /// properties in order, sets in place or last, removals, and which
+    /// were set since.
+    #[test]
+    fn a_property_list_reads_as_a_copy_of_the_event_would() {
+        let ev = Uevent::parse_kernel(VETH).unwrap();
+        let mut list = PropertyList::of(&ev);
+        assert_eq!(list.len(), ev.len());
+        assert!(list.iter(&ev).eq(ev.iter()));
+        assert_eq!(list.set_since(&ev).count(), 0);
+        list.set(&ev, b"INTERFACE", b"eth0".to_vec());
+        list.set(&ev, b"ID_NEW", b"1".to_vec());
+        list.remove(&ev, b"SEQNUM");
+        list.push(b"USEC_INITIALIZED".to_vec(), b"5".to_vec());
+        list.replace_all(&ev, b"ABSENT", b"x");
+        let all: Vec<(&[u8], &[u8])> = list.iter(&ev).collect();
+        assert_eq!(
+            all,
+            [
+                (&b"ACTION"[..], &b"add"[..]),
+                (b"DEVPATH", b"/devices/virtual/net/veth0"),
+                (b"SUBSYSTEM", b"net"),
+                (b"INTERFACE", b"eth0"),
+                (b"IFINDEX", b"7"),
+                (b"ID_NEW", b"1"),
+                (b"USEC_INITIALIZED", b"5"),
+            ]
+        );
+        let set: Vec<_> = list.set_since(&ev).map(|(k, _)| k).collect();
+        assert_eq!(set, [&b"INTERFACE"[..], b"ID_NEW", b"USEC_INITIALIZED"]);
+        assert_eq!(list.get(&ev, b"IFINDEX"), Some(&b"7"[..]));
+        assert_eq!(list.get(&ev, b"SEQNUM"), None);
+        list.replace_all(&ev, b"INTERFACE", b"eth1");
+        assert_eq!(list.get(&ev, b"INTERFACE"), Some(&b"eth1"[..]));
+        assert_eq!(list.to_properties(&ev).len(), 7);
+        // The event itself is untouched.
+        assert_eq!(ev.get(b"INTERFACE"), Some(&b"veth0"[..]));
     }
 
     #[test]

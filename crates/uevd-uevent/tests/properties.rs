@@ -103,3 +103,105 @@ proptest! {
         prop_assert_eq!(back, ev);
     }
 }
+
+/// The plainest reading of a property list: NUL-separated items, empty
+/// ones skipped, each split at its first '='.
+fn plain_split(list: &[u8]) -> Option<Vec<(&[u8], &[u8])>> {
+    let mut out = Vec::new();
+    for item in list.split(|&c| c == 0).filter(|i| !i.is_empty()) {
+        let eq = item.iter().position(|&c| c == b'=')?;
+        if eq == 0 {
+            return None;
+        }
+        out.push((&item[..eq], &item[eq + 1..]));
+    }
+    Some(out)
+}
+
+/// A devpath as the kernel makes them: absolute, no empty, "." or ".."
+/// component, no NUL.
+fn plain_devpath_ok(p: &[u8]) -> bool {
+    p.len() > 1
+        && p[0] == b'/'
+        && !p.contains(&0)
+        && p[1..]
+            .split(|&c| c == b'/')
+            .all(|c| !c.is_empty() && c != b"." && c != b"..")
+}
+
+fn piece() -> impl Strategy<Value = Vec<u8>> {
+    prop::sample::select(vec![
+        &b"ACTION=add"[..],
+        b"ACTION=remove",
+        b"DEVPATH=/devices/a",
+        b"DEVPATH=/devices/a/b",
+        b"DEVPATH=/devices//a",
+        b"DEVPATH=/devices/./a",
+        b"DEVPATH=/devices/a/..",
+        b"DEVPATH=/devices/a/",
+        b"DEVPATH=/",
+        b"DEVPATH_OLD=/devices/old",
+        b"DEVPATH_OLD=/x/../y",
+        b"SUBSYSTEM=block",
+        b"SUBSYSTEM=net",
+        b"SEQNUM=42",
+        b"SEQNUM=x",
+        b"MAJOR=8",
+        b"MINOR=1",
+        b"IFINDEX=3",
+        b"DEVTYPE=disk",
+        b"DEVNAME=sda",
+        b"DRIVER=sd",
+        b"SYNTH_UUID=0",
+        b"ID_FOO=bar=baz",
+        b"=novalue",
+        b"junk",
+        b"",
+    ])
+    .prop_map(<[u8]>::to_vec)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    /// What the parser accepts, and every property it reports, by index
+    /// or by name (the first of a repeated name), is the plain reading's.
+    #[test]
+    fn parsing_agrees_with_the_plain_reading(pieces in prop::collection::vec(piece(), 0..10)) {
+        let list = pieces.join(&0u8);
+        let plain = plain_split(&list);
+        match Uevent::parse_properties(&list) {
+            Ok(ev) => {
+                let plain = plain.expect("accepted only what splits");
+                prop_assert!(ev.iter().eq(plain.iter().copied()));
+                let first = |k: &[u8]| plain.iter().find(|(pk, _)| *pk == k).map(|(_, v)| *v);
+                for key in [
+                    &b"ACTION"[..], b"DEVPATH", b"DEVPATH_OLD", b"SUBSYSTEM", b"SEQNUM", b"MAJOR",
+                    b"MINOR", b"IFINDEX", b"DEVTYPE", b"DEVNAME", b"DRIVER", b"SYNTH_UUID", b"ID_FOO",
+                ] {
+                    prop_assert_eq!(ev.get(key), first(key));
+                }
+                prop_assert!(plain_devpath_ok(ev.devpath()));
+                prop_assert_eq!(ev.subsystem(), first(b"SUBSYSTEM"));
+                prop_assert_eq!(ev.devtype(), first(b"DEVTYPE"));
+                prop_assert_eq!(ev.driver(), first(b"DRIVER"));
+                prop_assert_eq!(ev.devpath_old(), first(b"DEVPATH_OLD"));
+                prop_assert_eq!(ev.seqnum(), first(b"SEQNUM").map(|v| std::str::from_utf8(v).unwrap().parse().unwrap()));
+            }
+            Err(_) => {
+                // Rejected: it does not split, or lacks or garbles a key
+                // the event needs.
+                let ok = plain.as_ref().is_some_and(|p| {
+                    let first = |k: &[u8]| p.iter().find(|(pk, _)| *pk == k).map(|(_, v)| *v);
+                    let number = |k: &[u8]| first(k).is_none_or(|v| v.iter().all(u8::is_ascii_digit) && !v.is_empty());
+                    matches!(first(b"ACTION"), Some(b"add" | b"remove"))
+                        && first(b"DEVPATH").is_some_and(plain_devpath_ok)
+                        && first(b"DEVPATH_OLD").is_none_or(plain_devpath_ok)
+                        && number(b"SEQNUM") && number(b"MAJOR") && number(b"MINOR") && number(b"IFINDEX")
+                        && first(b"MAJOR").is_some() == first(b"MINOR").is_some()
+                });
+                prop_assert!(!ok, "rejected a valid list: {:?}", String::from_utf8_lossy(&list));
+            }
+        }
+    }
+}

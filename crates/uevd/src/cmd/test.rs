@@ -24,7 +24,7 @@ pub struct Options {
 /// The name of a device's record in the database.
 pub(crate) fn db_id(dev: &Device) -> DeviceId {
     let subsystem = dev.subsystem().unwrap_or_default();
-    DeviceId::new(&subsystem, dev.devpath(), dev.devnum(), dev.ifindex())
+    DeviceId::new(subsystem, dev.devpath(), dev.devnum(), dev.ifindex())
 }
 
 /// Parents' records, read from the database as the daemon left it.
@@ -89,7 +89,7 @@ pub fn run(roots: &Roots, opts: Options) -> io::Result<ExitCode> {
             writeln!(out, "#   {line}")?;
         }
     }
-    for (k, v) in &outcome.event_properties {
+    for (k, v) in outcome.event_properties.iter(device.event()) {
         writeln!(out, "{}={}", show(k), show(v))?;
     }
     if !outcome.links.is_empty() {
