@@ -209,9 +209,13 @@ def start_swtpm(rundir):
 
 def boot(scenario, manager="none", floor="trigger", n=100, dump=True, timeout=None,
          name=None, extra_append="", debug=False, verbose=False, devices=None, modset=None,
-         tpm=False):
+         tpm=False, icount=None):
     """Boot one guest; returns a dict (the parsed result plus host-side facts).
-    tpm: attach a software TPM 2.0 (see start_swtpm)."""
+    tpm: attach a software TPM 2.0 (see start_swtpm).
+    icount: run the guest by instruction count (qemu -icount shift=N,sleep=off):
+    its clocks advance 2**N ns per instruction executed and jump over idle
+    time, so its times are its instructions, whatever else the host is doing
+    (both vCPUs then take turns on one host thread: slower to run)."""
     if scenario not in SCENARIOS:
         raise SystemExit(f"lab: unknown scenario {scenario} (one of {', '.join(SCENARIOS)})")
     if manager not in MANAGERS:
@@ -242,6 +246,19 @@ def boot(scenario, manager="none", floor="trigger", n=100, dump=True, timeout=No
            "-kernel", os.path.join(GUEST, "vmlinuz"), "-initrd", initrd,
            "-append", append,
            "-serial", f"file:{console}", "-serial", f"file:{ttys1}"]
+    # RDRAND, as every x86-64 machine of the last decade has: Debian's kernel
+    # trusts it (RANDOM_TRUST_CPU) and has its random number generator
+    # seeded within the first second of boot. qemu64 lacks it, and then the
+    # generator stays unseeded for the first 40 to 150 s of an emulated
+    # boot, while every get_random_u32() (one per tmpfs inode: each node
+    # devtmpfs makes, each link and database file) derives a ChaCha20 block
+    # under a global lock with interrupts off, 5 to 9 % of a device
+    # manager's CPU. UEVD_LAB_CPU=qemu64 boots without it.
+    cmd[1:1] = ["-cpu", os.environ.get("UEVD_LAB_CPU", "qemu64,+rdrand")]
+    if icount is not None:
+        # One vCPU: qemu 7.2 does not bring a second one up under icount.
+        cmd[cmd.index("-smp") + 1] = "1"
+        cmd += ["-icount", f"shift={int(icount)},sleep=off"]
     if devices:
         ensure_drives()
         cmd += [a.format(img=GUEST) for a in QEMU_DEVICES]
