@@ -60,6 +60,24 @@ impl Builtin for PathId {
 
 /// ID_PATH made into a tag name: only alphanumerics and `-`, every other
 /// run of bytes a single `_`, none at either end.
+/// The subdirectories and symlinks of a directory not held as a device's
+/// (names starting with '.' left out).
+fn subdirs_and_links(dir: &std::path::Path) -> Vec<Box<[u8]>> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir() || t.is_symlink()))
+        .map(|e| {
+            Box::<[u8]>::from(std::os::unix::ffi::OsStrExt::as_bytes(
+                e.file_name().as_os_str(),
+            ))
+        })
+        .filter(|n| !n.starts_with(b"."))
+        .collect()
+}
+
 fn tag(path: &[u8]) -> Vec<u8> {
     let mut tag = Vec::with_capacity(path.len());
     for &c in path {
@@ -390,22 +408,20 @@ impl Walk {
         }
         // udev rebases the host number on the lowest host of the same
         // controller; it says itself this is racy, but the names depend
-        // on it.
-        let dir = host.syspath().parent()?.to_path_buf();
-        let entries = std::fs::read_dir(dir).ok()?;
+        // on it. The controller's directory, its subdirectories and links
+        // named hostN: listed once for all the disks behind it while the
+        // controller is remembered.
+        let controller = host.parent().filter(|c| {
+            host.devpath()
+                .strip_prefix(c.devpath())
+                .is_some_and(|rest| rest.first() == Some(&b'/') && !rest[1..].contains(&b'/'))
+        });
+        let names: uevd_sysfs::Names = match controller.and_then(|c| c.subdirs_and_links()) {
+            Some(names) => names,
+            None => subdirs_and_links(host.syspath().parent()?).into(),
+        };
         let mut base: i32 = -1;
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let name = std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str()).to_vec();
-            if name.starts_with(b".") || !name.starts_with(b"host") {
-                continue;
-            }
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            if !kind.is_dir() && !kind.is_symlink() {
-                continue;
-            }
+        for name in names.iter().filter(|n| n.starts_with(b"host")) {
             let Some(n) = atou(&name[4..], 10) else {
                 continue;
             };

@@ -26,6 +26,14 @@ impl Builtin for Emulation {
             return Err(Failure::NotApplicable(format!("{program}: not emulated")));
         };
         let device = call.device;
+        // The rules ahead of a SCSI program (SUBSYSTEMS=="scsi") climbed
+        // to the device's parent already: its directory is open, and its
+        // subsystem known.
+        let parent = device.parent();
+        let scsi_device = parent
+            .as_ref()
+            .filter(|p| p.subsystem() == Some(&b"scsi"[..]))
+            .and_then(|p| p.directory());
         crate::blkid::with_readied_node(|node| {
             let near = match (device.devnum(), device.directory()) {
                 (Some((major, minor)), Some(dir)) => Some(uevd_scsi::Near {
@@ -34,6 +42,7 @@ impl Builtin for Emulation {
                     minor,
                     dir,
                     node: node.map(|(path, fd)| (path.as_os_str().as_bytes(), fd)),
+                    scsi_device,
                 }),
                 _ => None,
             };

@@ -177,14 +177,13 @@ pub fn announce(b: &Broadcaster, replay: &Replay, dev: &Device, all: &PropertyLi
         .unwrap_or_default();
     // Encoded in place, before the ring's lock is taken: under it, other
     // workers wait, and all that needs it is the number.
-    let mut msg = monitor::encode(b"", ev.subsystem(), ev.devtype(), tags);
-    msg.reserve(
-        all.clone()
-            .map(|(k, v)| k.len() + v.len() + 2)
-            .sum::<usize>()
-            + "UEVD_SEQ=\0".len()
-            + 20, // a u64's digits at most
-    );
+    let room = all
+        .clone()
+        .map(|(k, v)| k.len() + v.len() + 2)
+        .sum::<usize>()
+        + "SEQNUM=1\0UEVD_SEQ=\0".len()
+        + 20; // a u64's digits at most
+    let mut msg = monitor::encode_with_room(b"", ev.subsystem(), ev.devtype(), tags, room);
     if ev.seqnum().is_none() {
         // Synthesised events carry no kernel seqnum; libudev rejects an
         // event without one.
@@ -195,7 +194,11 @@ pub fn announce(b: &Broadcaster, replay: &Replay, dev: &Device, all: &PropertyLi
     }
     replay.record(
         |seq| {
-            monitor::push_property(&mut msg, b"UEVD_SEQ", seq.to_string().as_bytes());
+            monitor::push_property(
+                &mut msg,
+                b"UEVD_SEQ",
+                itoa::Buffer::new().format(seq).as_bytes(),
+            );
             msg
         },
         |msg| {

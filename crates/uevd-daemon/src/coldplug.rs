@@ -149,12 +149,15 @@ impl Daemon {
     /// processing depends on theirs, and the devices are what load drivers
     /// and make nodes, so they go first.)
     fn read_all(&self, skip: &crate::DevpathSet, mut each: impl FnMut(Uevent)) {
-        let mut read = |devpath: &[u8], dir: Option<std::os::unix::io::BorrowedFd<'_>>| {
+        let mut read = |v: uevd_sysfs::Visit<'_>| {
+            let devpath = v.devpath;
             if skip.contains(devpath) {
                 return;
             }
-            let read = match dir {
-                Some(dir) => self.sysfs.read_event_in(dir, Action::Add, devpath),
+            let read = match v.dir {
+                Some(dir) => self
+                    .sysfs
+                    .read_event_of_class(dir, Action::Add, devpath, v.class),
                 None => self.sysfs.read_event(Action::Add, devpath),
             };
             match read {
@@ -164,10 +167,10 @@ impl Daemon {
                 Err(e) => log::debug!("{}: {e}", String::from_utf8_lossy(devpath)),
             }
         };
-        if let Err(e) = walk_devices_remembering(&self.sysfs, |v| read(v.devpath, v.dir)) {
+        if let Err(e) = walk_devices_remembering(&self.sysfs, &mut read) {
             log::warn!("walking devices: {e}");
         }
-        if let Err(e) = walk_subsystems(&self.sysfs, |v| read(v.devpath, v.dir)) {
+        if let Err(e) = walk_subsystems(&self.sysfs, &mut read) {
             log::warn!("walking subsystems: {e}");
         }
     }

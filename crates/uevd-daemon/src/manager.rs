@@ -421,9 +421,9 @@ impl Daemon {
     /// Reads what the kernel has queued for us, up to an empty socket or a
     /// report of lost events (true).
     fn read_batch(&mut self) -> io::Result<(Vec<(EventKeys, Job)>, bool)> {
-        // Room for what a busy moment brings in one read of the socket dry,
-        // so that the batch is not moved as it grows.
-        let mut batch = Vec::with_capacity(64);
+        // Most reads of the socket dry find an event or two; a storm's
+        // batches grow from here.
+        let mut batch = Vec::with_capacity(8);
         loop {
             match self.kernel.recv()? {
                 Received::Event(ev) => {

@@ -52,16 +52,17 @@ impl DeviceId {
         }
         let mut parts = devpath.rsplit(|&c| c == b'/');
         let sysname = parts.next().unwrap_or_default();
-        let mut id = String::from("+");
-        id.push_str(&String::from_utf8_lossy(subsystem));
+        let mut id = String::with_capacity(subsystem.len() + sysname.len() + 2);
+        id.push('+');
+        id.push_str(&uevd_uevent::text(subsystem));
         if subsystem == b"drivers" {
             // /bus/<bus>/drivers/<driver>
             let _drivers = parts.next();
             id.push(':');
-            id.push_str(&String::from_utf8_lossy(parts.next().unwrap_or_default()));
+            id.push_str(&uevd_uevent::text(parts.next().unwrap_or_default()));
         }
         id.push(':');
-        id.push_str(&String::from_utf8_lossy(sysname));
+        id.push_str(&uevd_uevent::text(sysname));
         DeviceId(id)
     }
 

@@ -17,7 +17,6 @@ use crate::sg::sysfs::Cached;
 use crate::sg::{self, defer_if_denied, Node, Open, Stop, V3, V4};
 use crate::text::{c_str, encode_devnode_name, has_control, sanitize, utf8_is_valid};
 use crate::{set, Properties};
-use std::os::fd::AsFd;
 
 const MAX_PATH_LEN: usize = 512;
 const MAX_SERIAL_LEN: usize = 256;

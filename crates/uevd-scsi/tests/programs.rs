@@ -93,6 +93,7 @@ fn run_uevd_near(program: &str, args: &[String], test: bool, node: &str) -> Opti
         minor,
         dir: dir.as_fd(),
         node: Some((node.as_bytes(), held.as_fd())),
+        scsi_device: None,
     };
     let mut out = Properties::new();
     let program = uevd_scsi::find(program.as_bytes()).unwrap();

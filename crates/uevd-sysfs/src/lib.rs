@@ -110,6 +110,18 @@ impl Sysfs {
             return;
         };
         let devpath = event.devpath();
+        if matches!(event.action(), Action::Add | Action::Remove | Action::Move) {
+            // Its parent's directory has a subdirectory more or less.
+            for moved in std::iter::once(devpath).chain(event.devpath_old()) {
+                if let Some(core) = moved
+                    .iter()
+                    .rposition(|&c| c == b'/')
+                    .and_then(|slash| p.device(&moved[..slash]))
+                {
+                    *core.listing.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                }
+            }
+        }
         match event.action() {
             Action::Bind | Action::Unbind => match as_read(event) {
                 Some(read) => p.insert(devpath, Known::Device(Arc::new(Core::new(read)))),
@@ -450,6 +462,20 @@ impl Sysfs {
         action: Action,
         devpath: &[u8],
     ) -> Result<Uevent, ReadError> {
+        self.read_event_of_class(dir, action, devpath, None)
+    }
+
+    /// [`Sysfs::read_event_in`] for a device whose subsystem is known to
+    /// be `class` when that is given (the walk found it in that class's
+    /// directory, [`Visit::class`]): its `subsystem` link is not
+    /// read.
+    pub fn read_event_of_class(
+        &self,
+        dir: BorrowedFd<'_>,
+        action: Action,
+        devpath: &[u8],
+        class: Option<&[u8]>,
+    ) -> Result<Uevent, ReadError> {
         if let Some(subsystem) = kernel_event_subsystem(devpath) {
             return Uevent::synthesize(action, devpath, Some(subsystem), b"", &[])
                 .map_err(ReadError::Parse);
@@ -458,7 +484,10 @@ impl Sysfs {
         let file = rustix::fs::openat(dir, "uevent", flags, Mode::empty())
             .map_err(|e| ReadError::Io(e.into()))?;
         let uevent = read_opened(file).map_err(ReadError::Io)?;
-        let subsystem = link_basename_at(dir, OsStr::new("subsystem"));
+        let subsystem = match class {
+            Some(class) => Some(class.to_vec()),
+            None => link_basename_at(dir, OsStr::new("subsystem")),
+        };
         Uevent::synthesize(action, devpath, subsystem.as_deref(), &uevent, &[])
             .map_err(ReadError::Parse)
     }
@@ -669,7 +698,13 @@ pub(crate) struct Core {
     /// every line with DRIVERS== or SUBSYSTEMS==.
     subsystem: OnceLock<Option<Vec<u8>>>,
     driver: OnceLock<Option<Vec<u8>>>,
+    /// Its directory's subdirectories and links, once listed; dropped
+    /// when a device below it comes or goes ([`Sysfs::event_seen`]).
+    listing: Mutex<Option<Names>>,
 }
+
+/// Names in a directory, shared.
+pub type Names = Arc<[Box<[u8]>]>;
 
 impl Core {
     fn new(event: Uevent) -> Core {
@@ -679,6 +714,7 @@ impl Core {
             sysattrs: AttrCache::default(),
             subsystem: OnceLock::new(),
             driver: OnceLock::new(),
+            listing: Mutex::default(),
         }
     }
 }
@@ -824,6 +860,20 @@ impl Device {
             .subsystem
             .get_or_init(|| link_basename_at(self.dir()?, OsStr::new("subsystem")))
             .as_deref()
+    }
+
+    /// The names of the subdirectories and symlinks of the device's
+    /// directory, sorted. Read once while the device is remembered (a
+    /// thousand disks behind one controller ask for its listing once, not
+    /// once each), and again after a device below it came or went.
+    pub fn subdirs_and_links(&self) -> Option<Names> {
+        let mut listing = self.core.listing.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(names) = &*listing {
+            return Some(names.clone());
+        }
+        let names: Names = walk::subdirs_and_links(self.dir()?).ok()?.into();
+        *listing = Some(names.clone());
+        Some(names)
     }
 
     /// The driver bound, read from the event or the `driver` link, once
@@ -1059,6 +1109,56 @@ mod tests {
         assert!(sysfs
             .read_event_in(gone.as_fd(), Action::Add, b"/devices/virtual")
             .is_err());
+    }
+
+    /// A controller's listing is read once for the disks behind it, and
+    /// read again once a host below it is added or removed.
+    #[test]
+    fn a_remembered_devices_listing_is_read_again_after_a_child_comes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let controller = "/devices/pci0/0000:00:05.0";
+        fake_device(root, controller, "pci", "DRIVER=ahci\n");
+        for host in ["host2", "host3"] {
+            fake_device(
+                root,
+                &format!("{controller}/{host}"),
+                "scsi",
+                "DEVTYPE=scsi_host\n",
+            );
+        }
+        let sysfs = Sysfs::new(root).with_parent_cache();
+        let host_of = |n: u32| {
+            let dp = format!("{controller}/host{n}");
+            Rc::new(Device::from_devpath(&sysfs, dp.as_bytes()).unwrap())
+        };
+        let names = |d: &Device| -> Vec<String> {
+            d.subdirs_and_links()
+                .unwrap()
+                .iter()
+                .map(|n| String::from_utf8_lossy(n).into_owned())
+                .filter(|n| n != "subsystem")
+                .collect()
+        };
+        let first = host_of(2).parent().unwrap();
+        assert_eq!(names(&first), ["host2", "host3"]);
+        // A third host appears; until its event comes, the listing the
+        // controller's other children share stays as it was.
+        fake_device(
+            root,
+            &format!("{controller}/host1"),
+            "scsi",
+            "DEVTYPE=scsi_host\n",
+        );
+        let again = host_of(3).parent().unwrap();
+        assert_eq!(names(&again), ["host2", "host3"]);
+        let add = Uevent::parse_properties(
+            format!("ACTION=add\0DEVPATH={controller}/host1\0SUBSYSTEM=scsi\0").as_bytes(),
+        )
+        .unwrap();
+        sysfs.event_seen(&add);
+        let after = host_of(3).parent().unwrap();
+        assert_eq!(names(&after), ["host1", "host2", "host3"]);
     }
 
     thread_local! {

@@ -97,6 +97,15 @@ impl ParentCache {
         Some(entry.known.clone())
     }
 
+    /// The device remembered at `devpath`, if one is; unlike
+    /// [`ParentCache::get`] this is no climb to it.
+    pub(crate) fn device(&self, devpath: &[u8]) -> Option<Arc<Core>> {
+        match &self.lock().known.get(devpath)?.known {
+            Known::Device(core) => Some(core.clone()),
+            Known::NotADevice => None,
+        }
+    }
+
     pub(crate) fn insert(&self, devpath: &[u8], known: Known) {
         let entry = Entry {
             known,

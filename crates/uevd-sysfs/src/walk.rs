@@ -9,6 +9,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::io::BorrowedFd;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::Arc;
 
 /// What a walk visits: a device's devpath, and its directory (open, when
@@ -17,6 +18,13 @@ pub struct Visit<'a> {
     pub devpath: &'a [u8],
     pub path: &'a Path,
     pub dir: Option<BorrowedFd<'a>>,
+    /// The device's subsystem, when the walk knows it without reading its
+    /// `subsystem` link: a device in a class's directory between devices
+    /// (`.../0:0:0:0/block/sda`, `/devices/virtual/net/lo`) is of that
+    /// class. The driver core makes such a directory for the devices of
+    /// one class below one parent, names it after the class and puts
+    /// nothing else in it.
+    pub class: Option<&'a [u8]>,
 }
 
 fn sorted_subdirs(dir: &Path) -> Vec<PathBuf> {
@@ -38,6 +46,8 @@ struct Pending {
     parent: Option<Arc<OwnedFd>>,
     path: PathBuf,
     in_device: bool,
+    /// In a class's directory between devices: that class.
+    class: Option<Rc<[u8]>>,
 }
 
 /// What one listing of a directory says: whether it is a device (it holds a
@@ -47,6 +57,8 @@ struct Listing {
     device: bool,
     interface: bool,
     subdirs: Vec<Vec<u8>>,
+    /// Symlinks, when asked for.
+    links: Vec<Vec<u8>>,
 }
 
 /// Room for one `getdents64` call to return a whole device directory: a
@@ -88,10 +100,15 @@ thread_local! {
 /// sysfs, [`on_sysfs`]) a listing that left room for another entry is
 /// taken for the end.
 fn list(dir: BorrowedFd<'_>, buf: &mut Vec<u8>, short_is_whole: bool) -> Listing {
+    list_with(dir, buf, short_is_whole, false)
+}
+
+fn list_with(dir: BorrowedFd<'_>, buf: &mut Vec<u8>, short_is_whole: bool, links: bool) -> Listing {
     let mut listing = Listing {
         device: false,
         interface: false,
         subdirs: Vec::new(),
+        links: Vec::new(),
     };
     // RawDir may skip a few bytes to align the buffer.
     let room = buf.capacity().saturating_sub(8);
@@ -112,6 +129,7 @@ fn list(dir: BorrowedFd<'_>, buf: &mut Vec<u8>, short_is_whole: bool) -> Listing
             };
             match kind {
                 FileType::Directory => listing.subdirs.push(name.to_vec()),
+                FileType::Symlink if links => listing.links.push(name.to_vec()),
                 FileType::RegularFile if name == b"uevent" => listing.device = true,
                 FileType::RegularFile if name == b"ifindex" => listing.interface = true,
                 _ => {}
@@ -128,6 +146,24 @@ fn list(dir: BorrowedFd<'_>, buf: &mut Vec<u8>, short_is_whole: bool) -> Listing
     }
     listing.subdirs.sort_unstable();
     listing
+}
+
+/// The names of the subdirectories and symlinks of a device's directory
+/// (held as `O_PATH`), sorted: what path_id reads of a SCSI host's parent.
+/// On sysfs a directory that fits one listing takes one call.
+pub(crate) fn subdirs_and_links(dir: BorrowedFd<'_>) -> io::Result<Vec<Box<[u8]>>> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, ".", flags, Mode::empty())?;
+    let mut buf = Vec::with_capacity(LISTING_BUFFER);
+    let listing = list_with(fd.as_fd(), &mut buf, on_sysfs(fd.as_fd()), true);
+    let mut names: Vec<Box<[u8]>> = listing
+        .subdirs
+        .into_iter()
+        .chain(listing.links)
+        .map(Vec::into_boxed_slice)
+        .collect();
+    names.sort_unstable();
+    Ok(names)
 }
 
 /// The attribute groups and kernel objects the driver core, the block
@@ -209,19 +245,28 @@ fn walk(sysfs: &Sysfs, remember: bool, mut visit: impl FnMut(Visit<'_>)) -> io::
     let mut noted: Vec<u8> = Vec::new();
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
     let top = sysfs.root().join("devices");
+    let virtual_dir = top.join("virtual");
     let groups = Groups::of(sysfs);
     let mut count = 0;
     let mut buf = Vec::with_capacity(LISTING_BUFFER);
     let mut short_is_whole = None;
+    // What /sys/class lists: a directory between devices named as one of
+    // them is that class's.
+    let classes: Vec<Vec<u8>> = sorted_subdirs(&sysfs.root().join("class"))
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.as_bytes().to_vec()))
+        .collect();
     let mut stack = vec![Pending {
         parent: None,
         path: top,
         in_device: false,
+        class: None,
     }];
     while let Some(Pending {
         parent,
         path,
         in_device,
+        class,
     }) = stack.pop()
     {
         // Only the top has no open parent.
@@ -263,6 +308,7 @@ fn walk(sysfs: &Sysfs, remember: bool, mut visit: impl FnMut(Visit<'_>)) -> io::
                     devpath: &devpath,
                     path: &path,
                     dir: Some(fd.as_fd()),
+                    class: class.as_deref(),
                 });
                 count += 1;
             }
@@ -270,12 +316,21 @@ fn walk(sysfs: &Sysfs, remember: bool, mut visit: impl FnMut(Visit<'_>)) -> io::
         if listing.subdirs.is_empty() {
             continue;
         }
+        // A directory that is no device, below one that is (or below the
+        // virtual devices' directory), named as a class: its devices are
+        // of that class.
+        let glue = (!listing.device && (in_device || path.parent() == Some(&virtual_dir)))
+            .then(|| path.file_name().map(OsStrExt::as_bytes))
+            .flatten()
+            .filter(|name| classes.binary_search_by(|c| c[..].cmp(name)).is_ok())
+            .map(Rc::<[u8]>::from);
         let dir = Arc::new(fd);
         for name in listing.subdirs.into_iter().rev() {
             stack.push(Pending {
                 parent: Some(dir.clone()),
                 path: path.join(std::ffi::OsStr::from_bytes(&name)),
                 in_device: listing.device,
+                class: glue.clone(),
             });
         }
     }
@@ -313,6 +368,7 @@ pub fn walk_subsystems(sysfs: &Sysfs, mut visit: impl FnMut(Visit<'_>)) -> io::R
                     devpath: &devpath,
                     path: dir,
                     dir: None,
+                    class: None,
                 });
                 count += 1;
             }
@@ -662,6 +718,81 @@ mod tests {
             seen[..pci].iter().all(behind_pci),
             "PCI devices are walked first: {:?}",
             &seen[..pci.min(5)]
+        );
+    }
+
+    /// Where the walk names a device's class without reading its link, the
+    /// link says the same; and it names one for most class devices.
+    #[test]
+    fn the_class_a_walk_names_is_what_the_subsystem_link_says() {
+        let sys = Path::new("/sys");
+        if !sys.join("devices/virtual").is_dir() {
+            return;
+        }
+        let (mut named, mut classed) = (0, 0);
+        walk_devices(&Sysfs::new(sys), |v| {
+            let link = fs::read_link(v.path.join("subsystem")).ok();
+            let linked = link
+                .as_ref()
+                .and_then(|l| l.file_name())
+                .map(|n| n.as_bytes());
+            let of_a_class = link
+                .as_ref()
+                .is_some_and(|l| l.parent().and_then(Path::file_name) == Some("class".as_ref()));
+            if let Some(class) = v.class {
+                assert_eq!(Some(class), linked, "{}", v.path.display());
+                named += 1;
+            }
+            classed += usize::from(of_a_class);
+        })
+        .unwrap();
+        // Class devices directly below another device of their class
+        // (a disk's partitions) are the ones read from their link.
+        assert!(named > 0 && named * 2 > classed, "{named} of {classed}");
+    }
+
+    /// The walk names the class of a device in a class's directory between
+    /// devices, and of none other: not of a device below a device, not of
+    /// one in a directory that no class is called.
+    #[test]
+    fn a_device_in_a_class_directory_is_of_that_class() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        for class in ["block", "net"] {
+            fs::create_dir_all(root.join("class").join(class)).unwrap();
+        }
+        let device = |rel: &str| {
+            let d = root.join("devices").join(rel);
+            fs::create_dir_all(&d).unwrap();
+            fs::write(d.join("uevent"), "").unwrap();
+        };
+        device("pci0/host0");
+        device("pci0/host0/block/sda");
+        device("pci0/host0/block/sda/sda1");
+        device("pci0/host0/other/x");
+        device("virtual/net/lo");
+        fs::create_dir_all(root.join("devices/virtual/other")).unwrap();
+        device("virtual/other/y");
+        let mut classes = Vec::new();
+        walk_devices(&Sysfs::new(root), |v| {
+            classes.push((
+                String::from_utf8_lossy(v.devpath).into_owned(),
+                v.class.map(|c| String::from_utf8_lossy(c).into_owned()),
+            ))
+        })
+        .unwrap();
+        classes.sort();
+        let want = |d: &str, c: Option<&str>| (d.to_string(), c.map(str::to_string));
+        assert_eq!(
+            classes,
+            [
+                want("/devices/pci0/host0", None),
+                want("/devices/pci0/host0/block/sda", Some("block")),
+                want("/devices/pci0/host0/block/sda/sda1", None),
+                want("/devices/pci0/host0/other/x", None),
+                want("/devices/virtual/net/lo", Some("net")),
+                want("/devices/virtual/other/y", None),
+            ]
         );
     }
 

@@ -448,6 +448,25 @@ pub enum Entry<'a> {
     },
 }
 
+/// The bytes a JSON string literal cannot hold as they are; and those that
+/// [`json_string`] escapes inside a script element too.
+const SPECIAL: [bool; 256] = special(false);
+const SPECIAL_IN_SCRIPT: [bool; 256] = special(true);
+
+const fn special(in_script: bool) -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c < 0x20
+            || c == b'"'
+            || c == b'\\'
+            || (in_script && (c == b'<' || c == b'>' || c == b'&' || c == 0xe2));
+        b += 1;
+    }
+    t
+}
+
 /// Appends `s` to `out` as a JSON string literal. With `in_script` the
 /// literal is also safe inside an HTML `<script>` element (the graph page
 /// embeds journal text that way): `<`, `>` and `&` cannot close the element
@@ -456,14 +475,14 @@ pub enum Entry<'a> {
 pub fn json_string(out: &mut String, s: &str, in_script: bool) {
     out.push('"');
     // Devpaths and names rarely hold anything to escape: one scan of the
-    // bytes, then one copy (0xe2 begins U+2028 and U+2029 in UTF-8).
-    let plain = |b: u8| {
-        b >= 0x20
-            && b != b'"'
-            && b != b'\\'
-            && !(in_script && matches!(b, b'<' | b'>' | b'&' | 0xe2))
+    // bytes, a table lookup each, then one copy (0xe2 begins U+2028 and
+    // U+2029 in UTF-8).
+    let table = if in_script {
+        &SPECIAL_IN_SCRIPT
+    } else {
+        &SPECIAL
     };
-    if s.bytes().all(plain) {
+    if !s.bytes().any(|b| table[usize::from(b)]) {
         out.push_str(s);
         out.push('"');
         return;

@@ -81,6 +81,17 @@ impl std::str::FromStr for Action {
     }
 }
 
+/// Bytes as text, borrowed when they are UTF-8 (a device's names nearly
+/// always are), as `String::from_utf8_lossy` gives them otherwise. The
+/// check for UTF-8 takes words of ASCII at a time, where the lossy reading
+/// goes a character at a time: this is asked of every event.
+pub fn text(b: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(b) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(b),
+    }
+}
+
 /// Why a message was not accepted as a uevent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ParseError {

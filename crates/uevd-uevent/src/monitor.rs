@@ -61,8 +61,20 @@ pub fn encode<'a>(
     devtype: Option<&[u8]>,
     tags: impl IntoIterator<Item = &'a [u8]>,
 ) -> Vec<u8> {
+    encode_with_room(properties, subsystem, devtype, tags, 0)
+}
+
+/// [`encode`], with room for `more` bytes of properties to be pushed
+/// ([`push_property`]) without the message being moved.
+pub fn encode_with_room<'a>(
+    properties: &[u8],
+    subsystem: Option<&[u8]>,
+    devtype: Option<&[u8]>,
+    tags: impl IntoIterator<Item = &'a [u8]>,
+    more: usize,
+) -> Vec<u8> {
     let bloom = tags.into_iter().fold(0u64, |b, t| b | tag_bloom(t));
-    let mut out = Vec::with_capacity(HEADER_SIZE + properties.len());
+    let mut out = Vec::with_capacity(HEADER_SIZE + properties.len() + more);
     out.extend_from_slice(PREFIX);
     out.extend_from_slice(&MAGIC.to_be_bytes());
     out.extend_from_slice(&(HEADER_SIZE as u32).to_ne_bytes());

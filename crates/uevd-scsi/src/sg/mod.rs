@@ -18,7 +18,7 @@ pub(crate) mod sysfs;
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
 pub(crate) const SG_IO: u32 = 0x2285;
@@ -243,8 +243,23 @@ pub(crate) trait Open {
     }
     /// The `scsi_device` directory behind the node numbered `dev`, for
     /// those copies; None if it is not a SCSI device or there is no sysfs.
-    fn scsi_device_dir(&self, dev: DevNum) -> Option<OwnedFd> {
-        sysfs::device_dir(self.sysfs()?, dev)
+    fn scsi_device_dir(&self, dev: DevNum) -> Option<Dir<'_>> {
+        sysfs::device_dir(self.sysfs()?, dev).map(Dir::Opened)
+    }
+}
+
+/// A directory opened for the call, or one the caller holds open.
+pub(crate) enum Dir<'a> {
+    Opened(OwnedFd),
+    Held(BorrowedFd<'a>),
+}
+
+impl Dir<'_> {
+    pub(crate) fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Dir::Opened(fd) => fd.as_fd(),
+            Dir::Held(fd) => *fd,
+        }
     }
 }
 
@@ -259,6 +274,10 @@ pub struct Near<'a> {
     pub minor: u32,
     pub dir: BorrowedFd<'a>,
     pub node: Option<(&'a [u8], BorrowedFd<'a>)>,
+    /// The directory of the `scsi_device` the device belongs to, when the
+    /// event has it open and knows it for one (its parent, of the `scsi`
+    /// bus): what its `device` link leads to, without the lookups.
+    pub scsi_device: Option<BorrowedFd<'a>>,
 }
 
 /// [`System`], which finds what it can of the event's own device from
@@ -284,12 +303,15 @@ impl Open for SystemNear<'_> {
         System.sysfs()
     }
 
-    fn scsi_device_dir(&self, dev: DevNum) -> Option<OwnedFd> {
+    fn scsi_device_dir(&self, dev: DevNum) -> Option<Dir<'_>> {
         let near = self.0;
         if (near.block, near.major, near.minor) == (dev.block, dev.major, dev.minor) {
-            sysfs::device_dir_below(near.dir)
+            match near.scsi_device {
+                Some(held) => Some(Dir::Held(held)),
+                None => sysfs::device_dir_below(near.dir).map(Dir::Opened),
+            }
         } else {
-            sysfs::device_dir(self.sysfs()?, dev)
+            sysfs::device_dir(self.sysfs()?, dev).map(Dir::Opened)
         }
     }
 }

@@ -333,13 +333,15 @@ mod tests {
             minor: 0,
             dir: node_dir.as_fd(),
             node: None,
+            scsi_device: None,
         };
         let num = |major, block| DevNum {
             block,
             major,
             minor: 0,
         };
-        let dir = SystemNear(near)
+        let system = SystemNear(near);
+        let dir = system
             .scsi_device_dir(num(8, true))
             .expect("the event's node");
         let c = Cached::read(dir.as_fd());
@@ -348,14 +350,52 @@ mod tests {
         // the event's: looked up through /sys/dev as before.
         assert!(device_dir(r, num(8, true)).is_none());
         for other in [num(9, true), num(8, false)] {
-            let found = SystemNear(near).scsi_device_dir(other);
+            let found = system.scsi_device_dir(other).is_some();
             let real = device_dir(Path::new("/sys"), other);
-            assert_eq!(found.is_some(), real.is_some());
+            assert_eq!(found, real.is_some());
         }
         // A device that is not SCSI has no copies to answer from.
         std::fs::remove_file(sdev.join("subsystem")).unwrap();
         symlink("../../../../bus/scsi", sdev.join("other")).unwrap();
         assert!(SystemNear(near).scsi_device_dir(num(8, true)).is_none());
+    }
+
+    /// The `scsi_device` directory the event holds answers for its own
+    /// node, and only for it: no link is read, nothing is opened.
+    #[test]
+    fn the_scsi_directory_the_event_holds_is_used_as_it_is() {
+        use super::super::{Near, Open, SystemNear};
+        let root = tempfile::tempdir().unwrap();
+        let sdev = root.path().join("0:0:0:0");
+        std::fs::create_dir_all(sdev.join("block/sda")).unwrap();
+        std::fs::write(sdev.join("vpd_pg80"), page(0x80, 8)).unwrap();
+        // Neither a `device` link nor a `subsystem` one: only what the
+        // event holds can lead to the copies.
+        let node_dir = std::fs::File::open(sdev.join("block/sda")).unwrap();
+        let held = std::fs::File::open(&sdev).unwrap();
+        let near = Near {
+            block: true,
+            major: 8,
+            minor: 0,
+            dir: node_dir.as_fd(),
+            node: None,
+            scsi_device: Some(held.as_fd()),
+        };
+        let num = |major| DevNum {
+            block: true,
+            major,
+            minor: 0,
+        };
+        let system = SystemNear(near);
+        let dir = system.scsi_device_dir(num(8)).expect("held");
+        assert_eq!(
+            Cached::read(dir.as_fd()).answer(1, 0x80).map(<[u8]>::len),
+            Some(12)
+        );
+        drop(dir);
+        assert!(rustix::fs::fstat(&held).is_ok(), "still the event's");
+        let other = system.scsi_device_dir(num(9)).is_some();
+        assert_eq!(other, device_dir(Path::new("/sys"), num(9)).is_some());
     }
 
     #[test]
@@ -370,6 +410,7 @@ mod tests {
             minor: 0,
             dir: dir.as_fd(),
             node: Some((b"/dev/nowhere/sdq", held.as_fd())),
+            scsi_device: None,
         };
         // The path names nothing on disk: only the node held can answer.
         let node = SystemNear(near).open(b"/dev/nowhere/sdq").expect("shared");
