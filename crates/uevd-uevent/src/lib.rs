@@ -382,7 +382,14 @@ impl Uevent {
             buf.extend_from_slice(line);
             buf.push(0);
         }
-        Uevent::parse_properties(&buf)
+        // Already NUL-separated: split where it is, not copied again as
+        // parse_properties would (every device a coldplug reads).
+        if buf.len() > MAX_MESSAGE {
+            return Err(ParseError::TooLarge(buf.len()));
+        }
+        let data: Box<[u8]> = buf.into();
+        let split = split_properties(&data, 0)?;
+        Uevent::from_parts(data, split)
     }
 
     fn from_parts(data: Box<[u8]>, split: Split) -> Result<Uevent, ParseError> {

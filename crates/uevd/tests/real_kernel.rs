@@ -1572,12 +1572,14 @@ fn one_event_in_n_is_timed_step_by_step() {
         assert_eq!(e.timed, i % 2 == 0, "event {i}: {} {}", e.action, e.devpath);
         assert!(e.started > 0 && e.started <= e.finished, "{e:?}");
         // Its worker's own times, for one event in 8: some CPU, never
-        // more than the event's wall time (a microsecond of slack for the
-        // two clocks' reads).
+        // more than the event's wall time, but for the moment between the
+        // last reads of the two clocks (a microsecond, unless the host of
+        // this virtual machine stops the vCPU there: the guest counts that
+        // to the thread's CPU too).
         match e.cpu {
             Some(cpu) => {
                 assert!(i % 8 == 0, "event {i} counted: {e:?}");
-                assert!(cpu > 0 && cpu <= e.processing() + 1_000, "{e:?}");
+                assert!(cpu > 0 && cpu <= e.processing() + 2_000_000, "{e:?}");
                 assert_eq!(e.runq.is_some(), schedstat, "{e:?}");
                 // Timed too (8 is a multiple of 2): each step has its CPU,
                 // and the event, which ends with its last step, has
