@@ -171,7 +171,7 @@ enum Known {
     SynthUuid,
 }
 
-const KNOWN: usize = 12;
+const KNOWN: usize = Known::SynthUuid as usize + 1;
 
 impl Known {
     fn of(key: &[u8]) -> Option<Known> {
@@ -616,16 +616,16 @@ struct Item {
 impl PropertyList {
     /// The event's properties, as received.
     pub fn of(ev: &Uevent) -> PropertyList {
-        PropertyList {
-            items: (0..ev.len() as u32)
-                .map(|i| Item {
-                    from_event: Some(i),
-                    key: Vec::new(),
-                    value: None,
-                    set: false,
-                })
-                .collect(),
-        }
+        // Room for what rules commonly add and what the announcement
+        // adds (USEC_INITIALIZED, DEVLINKS, TAGS, CURRENT_TAGS).
+        let mut items = Vec::with_capacity(ev.len() + 8);
+        items.extend((0..ev.len() as u32).map(|i| Item {
+            from_event: Some(i),
+            key: Vec::new(),
+            value: None,
+            set: false,
+        }));
+        PropertyList { items }
     }
 
     fn key<'a>(item: &'a Item, ev: &'a Uevent) -> &'a [u8] {
