@@ -72,10 +72,6 @@ pub(crate) struct Daemon {
 /// How often changed rules files are looked for, at most.
 const RULES_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// Runs the device manager until asked to exit (control `exit`, SIGTERM,
-/// SIGINT); running events are finished, and those not started yet are
-/// saved for the next daemon, which restores them before anything else
-/// (`saved.rs`).
 /// Has the C library keep what the daemon frees for its next events.
 ///
 /// Every event allocates and frees a few dozen small blocks on its
@@ -97,6 +93,10 @@ fn keep_freed_memory() {
     }
 }
 
+/// Runs the device manager until asked to exit (control `exit`, SIGTERM,
+/// SIGINT); running events are finished, and those not started yet are
+/// saved for the next daemon, which restores them before anything else
+/// (`saved.rs`).
 pub fn run(config: Config) -> io::Result<()> {
     crate::set_log_level(config.log_level);
     keep_freed_memory();
