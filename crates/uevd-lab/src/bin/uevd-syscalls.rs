@@ -197,13 +197,14 @@ struct Call<'a> {
     errno: Option<&'a str>,
 }
 
-/// One line of `strace -f -ttt`: "PID SECONDS.MICROS name(args) = ret".
+/// One line of `strace -f -ttt`: "PID SECONDS.MICROS name(args) = ret",
+/// the PID padded to a column (`3017  1796677035.315523 brk(NULL) = ...`).
 /// A call split by another thread's is counted once, at its resumption.
 fn parse_line(line: &str) -> Option<Call<'_>> {
-    let mut it = line.splitn(3, ' ');
-    let _pid = it.next()?;
-    let time: f64 = it.next()?.parse().ok()?;
-    let rest = it.next()?.trim_start();
+    let (_pid, rest) = line.trim_start().split_once(' ')?;
+    let (time, rest) = rest.trim_start().split_once(' ')?;
+    let time: f64 = time.parse().ok()?;
+    let rest = rest.trim_start();
     if rest.ends_with("<unfinished ...>") || rest.starts_with("+++") || rest.starts_with("---") {
         return None;
     }
@@ -212,7 +213,7 @@ fn parse_line(line: &str) -> Option<Call<'_>> {
     } else {
         rest.split('(').next()?
     };
-    let ret = rest.rsplit_once(") = ")?.1;
+    let ret = rest.rsplit_once(" = ")?.1;
     let errno = ret
         .strip_prefix("-1 ")
         .and_then(|e| e.split(' ').next())
@@ -350,5 +351,16 @@ mod tests {
             (c.name, c.errno, c.time),
             ("symlinkat", Some("EEXIST"), 1.5)
         );
+    }
+
+    #[test]
+    fn strace_pads_the_pid_to_a_column() {
+        let c = parse_line("3017  1796677035.316208 brk(NULL)       = 0x558519d1c000").unwrap();
+        assert_eq!((c.name, c.errno, c.time), ("brk", None, 1796677035.316208));
+        let c = parse_line(
+            "901   1796677035.5 statx(5, \"x\", AT_SYMLINK_NOFOLLOW, STATX_TYPE, 0x7ff) = -1 ENOENT (No such file or directory)",
+        )
+        .unwrap();
+        assert_eq!((c.name, c.errno), ("statx", Some("ENOENT")));
     }
 }
