@@ -744,14 +744,22 @@ impl Sink {
         }
     }
 
-    /// Writes out what `pending` holds. The file's lock is taken before
-    /// the buffer's is released, so chunks reach the file in the order they
-    /// were taken, while appenders wait only for the swap.
+    /// Writes out what `pending` holds, unless a chunk is being written.
+    /// No thread waits for the file while holding the buffer: that would
+    /// hold up every record behind a slow write (a pipe nobody reads, a
+    /// slow disk). What stays is written by the next append past a chunk
+    /// or by the flusher's next look. The file's lock is taken before the
+    /// buffer's is released, so chunks reach the file in the order they
+    /// were taken.
     fn write_out(&self, mut pending: std::sync::MutexGuard<'_, Pending>) -> io::Result<()> {
         if pending.buf.is_empty() {
             return Ok(());
         }
-        let mut output = lock(&self.output);
+        let mut output = match self.output.try_lock() {
+            Ok(output) => output,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+        };
         let Output { file, spare } = &mut *output;
         std::mem::swap(&mut pending.buf, spare);
         drop(pending);
@@ -760,8 +768,15 @@ impl Sink {
         r
     }
 
+    /// Writes out what is buffered, after any chunk being written: the
+    /// file's lock first, then the buffer's, for as long as a swap takes.
     fn flush(&self) -> io::Result<()> {
-        self.write_out(lock(&self.pending))
+        let mut output = lock(&self.output);
+        let Output { file, spare } = &mut *output;
+        std::mem::swap(&mut lock(&self.pending).buf, spare);
+        let r = file.write_all(spare);
+        spare.clear();
+        r
     }
 
     /// Bytes accepted so far: what tells the flusher records came in.
@@ -1212,6 +1227,13 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         drop(sink);
+        // A flush meanwhile (the flusher's look, a settle's) waits for the
+        // file without holding the buffer.
+        let flushing = {
+            let j = j.clone();
+            std::thread::spawn(move || j.flush())
+        };
+        std::thread::sleep(Duration::from_millis(50));
         let (done, appended) = mpsc::channel();
         let other = {
             let j = j.clone();
@@ -1226,6 +1248,7 @@ mod tests {
         go.send(()).unwrap();
         writer.join().unwrap();
         other.join().unwrap();
+        flushing.join().unwrap();
         drop(j);
         w.finish().unwrap();
         let text = reader.join().unwrap();
