@@ -635,7 +635,8 @@ impl Compiler<'_> {
         let op = t.op;
         let is_match = op.is_match();
         let attr = t.attr.as_deref();
-        let name = key_str(t);
+        // Its display name is only for messages: made when one is.
+        let name = KeyName(t);
         let no_attr = || {
             if attr.is_some() {
                 Err(format!("{name} takes no attribute in braces"))
@@ -1067,13 +1068,21 @@ impl Compiler<'_> {
 }
 
 fn key_str(t: &RawToken) -> String {
-    match &t.attr {
-        Some(a) => format!(
-            "{}{{{}}}",
-            String::from_utf8_lossy(&t.key),
-            String::from_utf8_lossy(a)
-        ),
-        None => String::from_utf8_lossy(&t.key).into_owned(),
+    KeyName(t).to_string()
+}
+
+/// A token's key as messages name it, `KEY` or `KEY{attr}`, written only
+/// when a message is.
+#[derive(Clone, Copy)]
+struct KeyName<'a>(&'a RawToken);
+
+impl std::fmt::Display for KeyName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&String::from_utf8_lossy(&self.0.key))?;
+        match &self.0.attr {
+            Some(a) => write!(f, "{{{}}}", String::from_utf8_lossy(a)),
+            None => Ok(()),
+        }
     }
 }
 

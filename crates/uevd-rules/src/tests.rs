@@ -793,6 +793,30 @@ fn errors_are_reported_with_their_place_and_the_rest_works() {
 }
 
 #[test]
+fn a_message_names_the_key_with_its_attribute_as_written() {
+    let text = concat!(
+        "KERNEL{x}==\"sda\", ENV{A}=\"1\"\n",
+        "ATTR==\"1\", ENV{B}=\"1\"\n",
+        "TEST{0644}=\"/x\", ENV{C}=\"1\"\n",
+        "KERNEL==\"sda\", ENV{D}=\"1\"\n",
+    );
+    let t = Tree::disk();
+    let (rules, diags) = Rules::from_text("x.rules", text.as_bytes(), &t.config());
+    let shown: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+    assert_eq!(
+        shown,
+        vec![
+            "x.rules:1:1: error: KERNEL{x} takes no attribute in braces; the rule is ignored",
+            "x.rules:2:1: error: ATTR needs an attribute in braces, ATTR{...}; the rule is ignored",
+            "x.rules:3:1: error: TEST{0644} does not take the operator '='; the rule is ignored",
+        ]
+    );
+    let o = t.apply(&rules, SDA);
+    assert_eq!(prop(&o, "D"), Some("1"));
+    assert_eq!(prop(&o, "A"), None);
+}
+
+#[test]
 fn newer_builtins_are_known_by_name_and_factory_reset_answers() {
     // Lines of systemd 258's 90-image-dissect.rules and 260's tpm2 rules.
     let text = concat!(
