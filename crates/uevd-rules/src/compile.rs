@@ -474,7 +474,7 @@ impl Compiler<'_> {
             self.report(
                 t.value_at,
                 Severity::Warning,
-                format!("{}: empty value", key_str(t)),
+                format!("{}: empty value", KeyName(t)),
             );
         }
         let (tpl, errors) = Template::parse(&t.value);
@@ -491,7 +491,7 @@ impl Compiler<'_> {
             self.report(
                 at,
                 Severity::Warning,
-                format!("{}: {}", key_str(t), e.message),
+                format!("{}: {}", KeyName(t), e.message),
             );
         }
     }
@@ -1067,13 +1067,8 @@ impl Compiler<'_> {
     }
 }
 
-fn key_str(t: &RawToken) -> String {
-    KeyName(t).to_string()
-}
-
 /// A token's key as messages name it, `KEY` or `KEY{attr}`, written only
 /// when a message is.
-#[derive(Clone, Copy)]
 struct KeyName<'a>(&'a RawToken);
 
 impl std::fmt::Display for KeyName<'_> {

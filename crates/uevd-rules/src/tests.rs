@@ -758,6 +758,13 @@ fn the_index_changes_no_outcome() {
     }
 }
 
+/// The rules `text` compiles to under `t`'s configuration, and its
+/// diagnostics as they are printed.
+fn compiled(t: &Tree, name: &str, text: &[u8]) -> (Rules, Vec<String>) {
+    let (rules, diags) = Rules::from_text(name, text, &t.config());
+    (rules, diags.iter().map(|d| d.to_string()).collect())
+}
+
 #[test]
 fn errors_are_reported_with_their_place_and_the_rest_works() {
     let text = concat!(
@@ -772,8 +779,7 @@ fn errors_are_reported_with_their_place_and_the_rest_works() {
         "KERNEL==\"sda\", ENV{ALSO_GOOD}=\"1\"\n",
     );
     let t = Tree::disk();
-    let (rules, diags) = Rules::from_text("x.rules", text.as_bytes(), &t.config());
-    let shown: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+    let (rules, shown) = compiled(&t, "x.rules", text.as_bytes());
     assert_eq!(
         shown,
         vec![
@@ -801,8 +807,7 @@ fn a_message_names_the_key_with_its_attribute_as_written() {
         "KERNEL==\"sda\", ENV{D}=\"1\"\n",
     );
     let t = Tree::disk();
-    let (rules, diags) = Rules::from_text("x.rules", text.as_bytes(), &t.config());
-    let shown: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+    let (rules, shown) = compiled(&t, "x.rules", text.as_bytes());
     assert_eq!(
         shown,
         vec![
@@ -1220,8 +1225,7 @@ KERNEL==\"sda\", MODE=\"rw\"\n\
 LABEL=\"\"\n\
 KERNEL==\"sda\", ENV{B}=\"a\0b\"\n\
 KERNEL==\"sda\", MODE=\"0%k\", ENV{C}=\"1\"\n";
-    let (rules, diags) = Rules::from_text("v.rules", text, &t.config());
-    let shown: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+    let (rules, shown) = compiled(&t, "v.rules", text);
     assert_eq!(
         shown,
         vec![
@@ -1351,8 +1355,7 @@ fn newer_syntax_is_accepted_and_its_misuse_reported_with_its_place() {
         "KERNEL==\"sda\", ATTR{size}==i\"2048\", ENV{I}=\"1\"\n",
     );
     let t = Tree::disk();
-    let (rules, diags) = Rules::from_text("n.rules", text.as_bytes(), &t.config());
-    let shown: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+    let (rules, shown) = compiled(&t, "n.rules", text.as_bytes());
     assert_eq!(
         shown,
         vec![

@@ -688,6 +688,18 @@ struct Output {
     spare: Vec<u8>,
 }
 
+impl Output {
+    /// Takes what `pending` holds, lets the buffer go, and writes it: the
+    /// buffer is held only for the swap.
+    fn write_chunk(&mut self, mut pending: std::sync::MutexGuard<'_, Pending>) -> io::Result<()> {
+        std::mem::swap(&mut pending.buf, &mut self.spare);
+        drop(pending);
+        let r = self.file.write_all(&self.spare);
+        self.spare.clear();
+        r
+    }
+}
+
 struct Sink {
     /// One event in this many on each worker is timed step by step.
     steps_every: u32,
@@ -751,7 +763,7 @@ impl Sink {
     /// or by the flusher's next look. The file's lock is taken before the
     /// buffer's is released, so chunks reach the file in the order they
     /// were taken.
-    fn write_out(&self, mut pending: std::sync::MutexGuard<'_, Pending>) -> io::Result<()> {
+    fn write_out(&self, pending: std::sync::MutexGuard<'_, Pending>) -> io::Result<()> {
         if pending.buf.is_empty() {
             return Ok(());
         }
@@ -760,23 +772,14 @@ impl Sink {
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
         };
-        let Output { file, spare } = &mut *output;
-        std::mem::swap(&mut pending.buf, spare);
-        drop(pending);
-        let r = file.write_all(spare);
-        spare.clear();
-        r
+        output.write_chunk(pending)
     }
 
     /// Writes out what is buffered, after any chunk being written: the
     /// file's lock first, then the buffer's, for as long as a swap takes.
     fn flush(&self) -> io::Result<()> {
         let mut output = lock(&self.output);
-        let Output { file, spare } = &mut *output;
-        std::mem::swap(&mut lock(&self.pending).buf, spare);
-        let r = file.write_all(spare);
-        spare.clear();
-        r
+        output.write_chunk(lock(&self.pending))
     }
 
     /// Bytes accepted so far: what tells the flusher records came in.
