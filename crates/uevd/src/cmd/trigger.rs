@@ -23,7 +23,8 @@ pub enum Kind {
 
 #[derive(clap::Args, Debug)]
 pub struct Options {
-    /// What to trigger: devices, subsystems (buses, drivers, modules) or all.
+    /// What to trigger: devices, subsystems (buses, drivers, modules) or
+    /// all (devices first, then subsystems).
     #[arg(short = 't', long = "type", value_enum, default_value = "devices")]
     kind: Kind,
     /// The action to ask for.
@@ -72,7 +73,8 @@ pub struct Options {
     #[arg(long)]
     include_parents: bool,
     /// Devices of these subsystems, and their parents, first (comma-separated,
-    /// in this order).
+    /// in this order); "module", "subsystem" and "drivers" name the kernel's
+    /// modules, buses and bus drivers, as udev calls their subsystems.
     #[arg(long, value_name = "SUBSYSTEM", value_delimiter = ',')]
     prioritized_subsystem: Vec<String>,
     /// Before triggering, wait until the daemon answers (at most SECONDS,
@@ -197,10 +199,14 @@ fn ancestors(devpath: &[u8]) -> impl Iterator<Item = &[u8]> {
         .map(move |(i, _)| &devpath[..i])
 }
 
-/// The devices chosen, in the order to trigger them: the walk's order
-/// (parents first), with prioritized subsystems' devices and their chosen
-/// parents moved to the front, one subsystem after another.
-fn order(devices: Vec<Target>, include_parents: bool, prioritized: &[String]) -> Vec<Target> {
+/// The devices chosen, each with its rank: the position in `prioritized`
+/// of its own subsystem or of a chosen device's below it, else
+/// `prioritized.len()`; in the walk's order (parents first).
+fn ranked_devices(
+    devices: Vec<Target>,
+    include_parents: bool,
+    prioritized: &[String],
+) -> Vec<(usize, Target)> {
     let mut devices = devices;
     if include_parents {
         let wanted: HashSet<Vec<u8>> = devices
@@ -213,29 +219,62 @@ fn order(devices: Vec<Target>, include_parents: bool, prioritized: &[String]) ->
         }
     }
     let devices: Vec<Target> = devices.into_iter().filter(|t| t.chosen).collect();
-    if prioritized.is_empty() {
-        return devices;
-    }
     let mut rank = vec![prioritized.len(); devices.len()];
-    let index: std::collections::HashMap<&[u8], usize> = devices
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.devpath.as_slice(), i))
-        .collect();
-    for (i, t) in devices.iter().enumerate() {
-        let subsystem = link_basename(&t.dir.join("subsystem")).unwrap_or_default();
-        let Some(r) = prioritized.iter().position(|p| p.as_bytes() == subsystem) else {
-            continue;
-        };
-        for dp in ancestors(&t.devpath).chain(std::iter::once(t.devpath.as_slice())) {
-            if let Some(&j) = index.get(dp) {
-                rank[j] = rank[j].min(r);
+    if !prioritized.is_empty() {
+        let index: std::collections::HashMap<&[u8], usize> = devices
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.devpath.as_slice(), i))
+            .collect();
+        for t in &devices {
+            let subsystem = link_basename(&t.dir.join("subsystem")).unwrap_or_default();
+            let Some(r) = prioritized.iter().position(|p| p.as_bytes() == subsystem) else {
+                continue;
+            };
+            for dp in ancestors(&t.devpath).chain(std::iter::once(t.devpath.as_slice())) {
+                if let Some(&j) = index.get(dp) {
+                    rank[j] = rank[j].min(r);
+                }
             }
         }
-        rank[i] = rank[i].min(r);
     }
-    let mut ranked: Vec<(usize, Target)> = rank.into_iter().zip(devices).collect();
-    // Stable: the walk's order within one rank.
+    rank.into_iter().zip(devices).collect()
+}
+
+/// The subsystem udev gives a subsystem-level entry of sysfs (its kernel
+/// module, bus or bus driver), for `--prioritized-subsystem`.
+fn entry_subsystem(devpath: &[u8]) -> &'static [u8] {
+    if devpath.starts_with(b"/module/") {
+        b"module"
+    } else if devpath.split(|&c| c == b'/').nth(3) == Some(b"drivers") {
+        b"drivers"
+    } else {
+        b"subsystem"
+    }
+}
+
+/// Everything chosen, in the order to trigger it: the prioritized
+/// subsystems first, one after another (a device with its parents, a
+/// subsystem entry on its own), then the other devices, then the other
+/// subsystem entries. Devices go before the buses, drivers and modules:
+/// nothing of a device's processing depends on their events, and the
+/// devices are what load drivers and make nodes, so with `--type=all` a
+/// boot's first drivers start without waiting behind a few hundred
+/// announcements of buses and modules (the daemon's own coldplug reads
+/// them in the same order).
+fn sequence(
+    subsystems: Vec<Target>,
+    devices: Vec<Target>,
+    include_parents: bool,
+    prioritized: &[String],
+) -> Vec<Target> {
+    let rank_of = |subsystem: &[u8]| prioritized.iter().position(|p| p.as_bytes() == subsystem);
+    let mut ranked = ranked_devices(devices, include_parents, prioritized);
+    for t in subsystems.into_iter().filter(|t| t.chosen) {
+        let rank = rank_of(entry_subsystem(&t.devpath)).unwrap_or(prioritized.len() + 1);
+        ranked.push((rank, t));
+    }
+    // Stable: the walk's order within one rank, devices before entries.
     ranked.sort_by_key(|(r, _)| *r);
     ranked.into_iter().map(|(_, t)| t).collect()
 }
@@ -352,12 +391,15 @@ pub fn run(roots: &Roots, o: Options) -> io::Result<ExitCode> {
     if matches!(o.kind, Kind::Devices | Kind::All) {
         walk_devices(&sysfs, |v| collect(&mut devices, v))?;
     }
-    let mut targets: Vec<Target> = subsystems.into_iter().filter(|t| t.chosen).collect();
-    targets.extend(
-        order(devices, o.include_parents, &o.prioritized_subsystem)
-            .into_iter()
-            .filter(|t| !sent_first.contains(&t.devpath)),
-    );
+    let targets: Vec<Target> = sequence(
+        subsystems,
+        devices,
+        o.include_parents,
+        &o.prioritized_subsystem,
+    )
+    .into_iter()
+    .filter(|t| !sent_first.contains(&t.devpath))
+    .collect();
     let progress =
         std::io::stderr().is_terminal() && !o.dry_run && !o.verbose && !o.uuid && !o.quiet;
     let total = targets.len();
@@ -404,7 +446,8 @@ mod tests {
             dir: PathBuf::from("/nonexistent"),
             chosen,
         };
-        let picked = order(
+        let picked = sequence(
+            Vec::new(),
             vec![
                 t("/devices/a", false),
                 t("/devices/a/b", true),
@@ -415,5 +458,61 @@ mod tests {
         );
         let paths: Vec<&[u8]> = picked.iter().map(|t| t.devpath.as_slice()).collect();
         assert_eq!(paths, [&b"/devices/a"[..], b"/devices/a/b", b"/devices/c"]);
+    }
+    #[test]
+    fn with_type_all_devices_go_before_buses_drivers_and_modules_unless_prioritized() {
+        let t = |p: &str| Target {
+            devpath: p.as_bytes().to_vec(),
+            dir: PathBuf::from("/nonexistent"),
+            chosen: true,
+        };
+        let entries = || {
+            vec![
+                t("/bus/pci"),
+                t("/bus/pci/drivers/e1000"),
+                t("/module/e1000"),
+            ]
+        };
+        let devices = || {
+            vec![
+                t("/devices/pci0000:00"),
+                t("/devices/pci0000:00/0000:00:02.0"),
+            ]
+        };
+        let paths = |v: Vec<Target>| -> Vec<String> {
+            v.into_iter()
+                .map(|t| String::from_utf8(t.devpath).unwrap())
+                .collect()
+        };
+        assert_eq!(
+            paths(sequence(entries(), devices(), false, &[])),
+            [
+                "/devices/pci0000:00",
+                "/devices/pci0000:00/0000:00:02.0",
+                "/bus/pci",
+                "/bus/pci/drivers/e1000",
+                "/module/e1000"
+            ]
+        );
+        // What Debian's systemd-udev-trigger.service asks for: modules
+        // first, then the devices; buses and drivers last.
+        let debian: Vec<String> = ["module", "block", "tpmrm", "net", "tty", "input"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            paths(sequence(entries(), devices(), false, &debian)),
+            [
+                "/module/e1000",
+                "/devices/pci0000:00",
+                "/devices/pci0000:00/0000:00:02.0",
+                "/bus/pci",
+                "/bus/pci/drivers/e1000"
+            ]
+        );
+        let drivers_first: Vec<String> = vec!["drivers".into(), "subsystem".into()];
+        assert_eq!(
+            paths(sequence(entries(), devices(), false, &drivers_first))[..2],
+            ["/bus/pci/drivers/e1000", "/bus/pci"]
+        );
     }
 }
