@@ -62,16 +62,13 @@ impl Daemon {
             }
             Coldplug::Trigger => {
                 let mut n = 0;
-                let mut request = |path: &std::path::Path| {
-                    if path.join("subsystem").exists()
-                        && uevd_sysfs::request_uevent(path, Action::Add, None, &[]).is_ok()
+                for devpath in &first {
+                    let path = self.sysfs.syspath(devpath);
+                    if !self.restored_adds.contains(devpath)
+                        && path.join("subsystem").exists()
+                        && uevd_sysfs::request_uevent(&path, Action::Add, None, &[]).is_ok()
                     {
                         n += 1;
-                    }
-                };
-                for devpath in &first {
-                    if !self.restored_adds.contains(devpath) {
-                        request(&self.sysfs.syspath(devpath));
                     }
                 }
                 if !first.is_empty() {
@@ -79,16 +76,8 @@ impl Daemon {
                         log::warn!("reading uevents: {e}");
                     }
                 }
-                // What uevd_sysfs::request_all does, less what went first.
-                let _ = walk_subsystems(&self.sysfs, |v| {
-                    if !self.restored_adds.contains(v.devpath) {
-                        request(v.path)
-                    }
-                });
-                let _ = walk_devices(&self.sysfs, |v| {
-                    if !skip.contains(v.devpath) {
-                        request(v.path)
-                    }
+                n += uevd_sysfs::request_all_but(&self.sysfs, Action::Add, None, |devpath| {
+                    skip.contains(devpath)
                 });
                 if let Err(e) = self.drain_kernel() {
                     log::warn!("reading uevents: {e}");

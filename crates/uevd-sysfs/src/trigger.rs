@@ -57,18 +57,40 @@ pub fn request_uevent(
         .write_all(&request)
 }
 
-/// Asks the kernel to resend `action` for every subsystem and device, in
-/// udev's enumeration order (the daemon's `--coldplug=trigger`, and
-/// `trigger` with no filter). Returns how many were asked.
+/// Asks the kernel to resend `action` for every device and subsystem (the
+/// daemon's `--coldplug=trigger`). Returns how many were asked.
 pub fn request_all(sysfs: &Sysfs, action: Action, uuid: Option<&str>) -> usize {
+    request_all_but(sysfs, action, uuid, |_| false)
+}
+
+/// [`request_all`], less the devpaths `skip` names: first every device
+/// (parents first), then the buses, bus drivers and kernel modules. The
+/// devices are what load drivers and make nodes, and nothing of their
+/// processing depends on the others' events (the read-mode coldplug reads
+/// them in the same order). A device counts when it has a subsystem; a
+/// bus, driver or module has none, only its `uevent` file, and counts all
+/// the same: rules act on them too (60-block.rules turns on media polling
+/// when the `block` module's add comes).
+pub fn request_all_but(
+    sysfs: &Sysfs,
+    action: Action,
+    uuid: Option<&str>,
+    skip: impl Fn(&[u8]) -> bool,
+) -> usize {
     let mut n = 0;
-    let mut go = |path: &Path| {
-        if path.join("subsystem").exists() && request_uevent(path, action, uuid, &[]).is_ok() {
+    let _ = walk_devices(sysfs, |v| {
+        if !skip(v.devpath)
+            && v.path.join("subsystem").exists()
+            && request_uevent(v.path, action, uuid, &[]).is_ok()
+        {
             n += 1;
         }
-    };
-    let _ = walk_subsystems(sysfs, |v| go(v.path));
-    let _ = walk_devices(sysfs, |v| go(v.path));
+    });
+    let _ = walk_subsystems(sysfs, |v| {
+        if !skip(v.devpath) && request_uevent(v.path, action, uuid, &[]).is_ok() {
+            n += 1;
+        }
+    });
     n
 }
 
@@ -93,15 +115,36 @@ mod tests {
             std::os::unix::fs::symlink("../../../../class/net", root.join(d).join("subsystem"))
                 .unwrap();
         }
+        // A module has a uevent file and no subsystem link.
+        std::fs::create_dir_all(root.join("module/block")).unwrap();
+        std::fs::write(root.join("module/block/uevent"), b"").unwrap();
         let uuid = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
         let asked = request_all(&Sysfs::new(root), Action::Add, Some(uuid));
-        assert_eq!(asked, 2);
+        assert_eq!(asked, 3);
+        assert_eq!(
+            std::fs::read(root.join("module/block/uevent")).unwrap(),
+            b"add 1b4e28ba-2fa1-11d2-883f-0016d3cca427"
+        );
         let written = std::fs::read(root.join("devices/virtual/net/eth0/uevent")).unwrap();
         assert_eq!(written, b"add 1b4e28ba-2fa1-11d2-883f-0016d3cca427");
         // No subsystem: not a device the kernel would send an event for.
         assert!(std::fs::read(root.join("devices/platform/uevent"))
             .unwrap()
             .is_empty());
+        // A regular file keeps what the first request wrote past the second's.
+        std::fs::write(root.join("devices/virtual/net/lo/uevent"), b"").unwrap();
+        let skipped = request_all_but(&Sysfs::new(root), Action::Change, None, |d| {
+            d == b"/module/block"
+        });
+        assert_eq!(skipped, 2);
+        assert_eq!(
+            std::fs::read(root.join("module/block/uevent")).unwrap(),
+            b"add 1b4e28ba-2fa1-11d2-883f-0016d3cca427"
+        );
+        assert_eq!(
+            std::fs::read(root.join("devices/virtual/net/lo/uevent")).unwrap(),
+            b"change"
+        );
     }
 
     #[test]

@@ -352,6 +352,25 @@ fn coldplug_processes_devices_that_existed_before_start() {
                 queued[last_device].devpath
             );
         }
+        if how == "trigger" {
+            // The kernel is asked for the devices first, then for the
+            // buses, drivers and modules, which have no subsystem link but
+            // are announced all the same.
+            let mut sent: Vec<&Event> = j.events.iter().filter(|e| e.source == "kernel").collect();
+            sent.sort_by_key(|e| e.id);
+            let is_device = |e: &&Event| e.devpath.starts_with("/devices/");
+            let first_other = sent
+                .iter()
+                .position(|e| e.devpath.starts_with("/bus/") || e.devpath.starts_with("/module/"))
+                .expect("no bus, driver or module announced");
+            let last_device = sent.iter().rposition(is_device).unwrap();
+            assert!(
+                last_device < first_other,
+                "{} announced before {}",
+                sent[first_other].devpath,
+                sent[last_device].devpath
+            );
+        }
         let source = if how == "read" { "coldplug" } else { "kernel" };
         assert!(
             j.events.iter().filter(|e| e.source == source).count() >= 100,
