@@ -63,10 +63,12 @@ impl Daemon {
             Coldplug::Trigger => {
                 let mut n = 0;
                 for devpath in &first {
-                    let path = self.sysfs.syspath(devpath);
                     if !self.restored_adds.contains(devpath)
-                        && path.join("subsystem").exists()
-                        && uevd_sysfs::request_uevent(&path, Action::Add, None, &[]).is_ok()
+                        && uevd_sysfs::request_device(
+                            &self.sysfs.syspath(devpath),
+                            Action::Add,
+                            None,
+                        )
                     {
                         n += 1;
                     }

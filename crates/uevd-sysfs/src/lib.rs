@@ -30,7 +30,7 @@ pub use names::{
 };
 use parents::Known;
 pub use parents::ParentCache;
-pub use trigger::{request_all, request_all_but, request_uevent, uevent_request};
+pub use trigger::{request_all, request_all_but, request_device, request_uevent, uevent_request};
 pub use walk::{
     attribute_names, subsystem_devpaths, walk_devices, walk_devices_remembering, walk_subsystems,
     Visit,

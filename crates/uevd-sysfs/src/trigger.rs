@@ -57,6 +57,12 @@ pub fn request_uevent(
         .write_all(&request)
 }
 
+/// Asks the kernel to resend `action` for the device in `dir`, when it is
+/// one the kernel sends events for (it has a subsystem). True when asked.
+pub fn request_device(dir: &Path, action: Action, uuid: Option<&str>) -> bool {
+    dir.join("subsystem").exists() && request_uevent(dir, action, uuid, &[]).is_ok()
+}
+
 /// Asks the kernel to resend `action` for every device and subsystem (the
 /// daemon's `--coldplug=trigger`). Returns how many were asked.
 pub fn request_all(sysfs: &Sysfs, action: Action, uuid: Option<&str>) -> usize {
@@ -79,10 +85,7 @@ pub fn request_all_but(
 ) -> usize {
     let mut n = 0;
     let _ = walk_devices(sysfs, |v| {
-        if !skip(v.devpath)
-            && v.path.join("subsystem").exists()
-            && request_uevent(v.path, action, uuid, &[]).is_ok()
-        {
+        if !skip(v.devpath) && request_device(v.path, action, uuid) {
             n += 1;
         }
     });

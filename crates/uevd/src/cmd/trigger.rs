@@ -228,7 +228,7 @@ fn ranked_devices(
             .collect();
         for t in &devices {
             let subsystem = link_basename(&t.dir.join("subsystem")).unwrap_or_default();
-            let Some(r) = prioritized.iter().position(|p| p.as_bytes() == subsystem) else {
+            let Some(r) = rank_in(prioritized, &subsystem) else {
                 continue;
             };
             for dp in ancestors(&t.devpath).chain(std::iter::once(t.devpath.as_slice())) {
@@ -239,6 +239,11 @@ fn ranked_devices(
         }
     }
     rank.into_iter().zip(devices).collect()
+}
+
+/// Where `subsystem` stands in `--prioritized-subsystem`, if it does.
+fn rank_in(prioritized: &[String], subsystem: &[u8]) -> Option<usize> {
+    prioritized.iter().position(|p| p.as_bytes() == subsystem)
 }
 
 /// The subsystem udev gives a subsystem-level entry of sysfs (its kernel
@@ -268,10 +273,10 @@ fn sequence(
     include_parents: bool,
     prioritized: &[String],
 ) -> Vec<Target> {
-    let rank_of = |subsystem: &[u8]| prioritized.iter().position(|p| p.as_bytes() == subsystem);
     let mut ranked = ranked_devices(devices, include_parents, prioritized);
     for t in subsystems.into_iter().filter(|t| t.chosen) {
-        let rank = rank_of(entry_subsystem(&t.devpath)).unwrap_or(prioritized.len() + 1);
+        let rank =
+            rank_in(prioritized, entry_subsystem(&t.devpath)).unwrap_or(prioritized.len() + 1);
         ranked.push((rank, t));
     }
     // Stable: the walk's order within one rank, devices before entries.
@@ -459,6 +464,7 @@ mod tests {
         let paths: Vec<&[u8]> = picked.iter().map(|t| t.devpath.as_slice()).collect();
         assert_eq!(paths, [&b"/devices/a"[..], b"/devices/a/b", b"/devices/c"]);
     }
+
     #[test]
     fn with_type_all_devices_go_before_buses_drivers_and_modules_unless_prioritized() {
         let t = |p: &str| Target {
