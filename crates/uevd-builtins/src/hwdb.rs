@@ -313,10 +313,26 @@ impl Builtin for Hwdb {
     }
 
     fn run(&self, call: &Call<'_>, out: &mut Properties) -> Result<(), Failure> {
-        let db = shared()
-            .get()
-            .map_err(|e| Failure::Error(format!("hwdb: {e}")))?;
+        let db = shared().get().map_err(unavailable)?;
         self.run_with(&db, call, out)
+    }
+}
+
+/// A system without a database (an initramfs: neither initramfs-tools'
+/// nor dracut's nor mkinitcpio's udev image has one) is no error of each
+/// event's: every lookup finds nothing, as udev's do then, and that is
+/// said once. A database that cannot be read is an error each time.
+fn unavailable(e: LoadError) -> Failure {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static TOLD: AtomicBool = AtomicBool::new(false);
+    match e {
+        LoadError::NotFound => {
+            if !TOLD.swap(true, Ordering::Relaxed) {
+                log::info!("hwdb: {e}: its lookups find nothing");
+            }
+            Failure::NotApplicable(format!("hwdb: {e}"))
+        }
+        e => Failure::Error(format!("hwdb: {e}")),
     }
 }
 
@@ -328,6 +344,19 @@ pub fn run_with(db: &Database, call: &Call<'_>, out: &mut Properties) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_database_finds_nothing_and_an_unreadable_one_is_an_error() {
+        assert!(matches!(
+            unavailable(LoadError::NotFound),
+            Failure::NotApplicable(_)
+        ));
+        let io = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let unreadable = LoadError::Io("/etc/udev/hwdb.bin".into(), io);
+        assert!(
+            matches!(unavailable(unreadable), Failure::Error(m) if m.contains("/etc/udev/hwdb.bin"))
+        );
+    }
 
     fn args(line: &str) -> Vec<Vec<u8>> {
         line.split_whitespace()

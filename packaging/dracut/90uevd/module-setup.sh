@@ -10,7 +10,7 @@ check() {
 }
 
 depends() {
-	# udev-rules brings the rules, hwdb and helpers; uevd takes over its daemon.
+	# udev-rules brings the rules and helpers; uevd takes over its daemon.
 	echo udev-rules
 	return 0
 }
@@ -25,11 +25,7 @@ install() {
 	inst_script "$moddir/systemd-udevd.sh" "$systemdutildir/systemd-udevd"
 	ln -sf /usr/bin/uevd "${initdir}/usr/bin/udevadm"
 	[ -e /etc/udev/udev.conf ] && inst_simple /etc/udev/udev.conf
-	for hwdb in /etc/udev/hwdb.bin "$udevdir/hwdb.bin"; do
-		if [ -e "$hwdb" ]; then
-			inst_simple "$hwdb" "$udevdir/hwdb.bin"
-			break
-		fi
-	done
+	# No hwdb.bin, as udev-rules installs none (dracut's own hwdb module,
+	# or install_items, puts it in when wanted).
 	inst_multiple -o "$systemdnetwork"/*.link /etc/systemd/network/*.link
 }
