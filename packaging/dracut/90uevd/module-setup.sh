@@ -25,7 +25,7 @@ install() {
 	inst_script "$moddir/systemd-udevd.sh" "$systemdutildir/systemd-udevd"
 	ln -sf /usr/bin/uevd "${initdir}/usr/bin/udevadm"
 	[ -e /etc/udev/udev.conf ] && inst_simple /etc/udev/udev.conf
-	# No hwdb.bin, as udev-rules installs none (dracut's own hwdb module,
-	# or install_items, puts it in when wanted).
+	# No hwdb.bin, as udev-rules installs none (install_items+="
+	# /usr/lib/udev/hwdb.bin " puts it in when wanted).
 	inst_multiple -o "$systemdnetwork"/*.link /etc/systemd/network/*.link
 }
