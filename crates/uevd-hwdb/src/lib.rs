@@ -256,7 +256,9 @@ pub struct Shared {
     /// How long an answer from the file system is trusted: udevd checks
     /// every few seconds, not per event.
     interval: Duration,
-    state: Mutex<Option<(Arc<Database>, Tick)>>,
+    /// The database, or none found (a system without one, as an
+    /// initramfs is), and when that was last asked of the file system.
+    state: Mutex<Option<(Option<Arc<Database>>, Tick)>>,
 }
 
 impl Shared {
@@ -272,22 +274,34 @@ impl Shared {
         &self.config
     }
 
-    /// The current database, (re)loaded if needed.
+    /// The current database, (re)loaded if needed. That there is none is
+    /// an answer trusted as long as a database: every event asks, and
+    /// each time that took a failed open per compiled file and a listing
+    /// per source directory.
     pub fn get(&self) -> Result<Arc<Database>, LoadError> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((db, checked)) = state.as_mut() {
             if checked.elapsed() < self.interval {
-                return Ok(db.clone());
+                return db.clone().ok_or(LoadError::NotFound);
             }
             *checked = Tick::now();
-            if db.is_current(&self.config) {
+            if let Some(db) = db.as_ref().filter(|db| db.is_current(&self.config)) {
                 return Ok(db.clone());
             }
         }
         *state = None;
-        let db = Arc::new(Database::load(&self.config)?);
-        *state = Some((db.clone(), Tick::now()));
-        Ok(db)
+        match Database::load(&self.config) {
+            Ok(db) => {
+                let db = Arc::new(db);
+                *state = Some((Some(db.clone()), Tick::now()));
+                Ok(db)
+            }
+            Err(LoadError::NotFound) => {
+                *state = Some((None, Tick::now()));
+                Err(LoadError::NotFound)
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -306,6 +320,22 @@ mod tests {
             .unwrap()
             .first()
             .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+    }
+
+    #[test]
+    fn no_database_is_an_answer_kept_as_long_as_a_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let etc = dir.path().join("hwdb.d");
+        std::fs::create_dir(&etc).unwrap();
+        let config = Config {
+            binaries: vec![dir.path().join("hwdb.bin")],
+            source_dirs: vec![etc.clone()],
+        };
+        let shared = Shared::new(config, Duration::from_secs(3600));
+        assert!(matches!(shared.get(), Err(LoadError::NotFound)));
+        // Within the interval the file system is not asked again.
+        std::fs::write(etc.join("10-a.hwdb"), "k\n A=source\n").unwrap();
+        assert!(matches!(shared.get(), Err(LoadError::NotFound)));
     }
 
     #[test]
